@@ -1,0 +1,218 @@
+"""The ports the application drives. Adapters fill them; docstrings are the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
+from domain.tasks import HttpTarget, Task
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFilter:
+    """Which tasks `TaskStore.list_tasks` returns; None means "any"."""
+
+    enabled: bool | None = None
+    tag: str | None = None
+    name_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPageKey:
+    """Keyset position in the task listing, which is ordered by (created_at, id)."""
+
+    created_at: datetime
+    id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class RunPageKey:
+    """Keyset position in a run history, ordered newest first by (scheduled_for, id)."""
+
+    scheduled_for: datetime
+    id: UUID
+
+
+class TaskStore(Protocol):
+    """Tasks, runs and leases. Every mutation of a task notifies the waker's channel
+    in the same transaction, so engines wake as soon as the write is visible."""
+
+    async def create_task(self, task: Task) -> Task:
+        """Insert `task` as given (version 1). Raises DuplicateTaskName."""
+        ...
+
+    async def get_task(self, task_id: UUID) -> Task:
+        """Raises TaskNotFound."""
+        ...
+
+    async def get_task_by_name(self, name: str) -> Task:
+        """Raises TaskNotFound."""
+        ...
+
+    async def list_tasks(
+        self, task_filter: TaskFilter, after: TaskPageKey | None, limit: int
+    ) -> list[Task]:
+        """Up to `limit` tasks matching the filter, ordered by (created_at, id), strictly
+        after the key `after` when given."""
+        ...
+
+    async def update_task(self, task: Task, expected_version: int, *, reschedule: bool) -> Task:
+        """Write the writable fields of `task` if the stored version is `expected_version`,
+        and bump the version and `updated_at` (to `task.updated_at`).
+
+        With `reschedule`, also write `next_fire_at`, `next_run_at` and
+        `consecutive_failures` from `task`; without it the stored values stay (a claim may
+        have advanced them meanwhile). Raises TaskNotFound, VersionConflict,
+        DuplicateTaskName.
+        """
+        ...
+
+    async def delete_task(self, task_id: UUID) -> None:
+        """Delete the task and its leases; its runs stay readable. Raises TaskNotFound."""
+        ...
+
+    async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
+        """Atomically claim up to `limit` tasks with `enabled and next_run_at <= now`,
+        earliest first: apply `domain.claims.claim()` to each, take a lease (or record
+        SKIPPED at `max_running_instances`), advance `next_fire_at`/`next_run_at`, record
+        the runs, commit. Two callers never receive the same occurrence.
+        """
+        ...
+
+    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+        """Record a manual run scheduled for `now` (also for a paused task), taking a lease
+        under the same `max_running_instances` rule (SKIPPED at the limit). The task's
+        schedule is untouched. Raises TaskNotFound."""
+        ...
+
+    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
+        """Record how a RUNNING run ended and free its lease. A scheduled (not manual) run
+        updates the task: success resets `consecutive_failures`; a failure increments it
+        and, at `pause_after_failures`, disables the task. A run that is no longer
+        RUNNING (lost, already finished) is returned unchanged. Raises RunNotFound."""
+        ...
+
+    async def next_due_at(self) -> datetime | None:
+        """The earliest `next_run_at` of any enabled task."""
+        ...
+
+    async def get_run(self, run_id: UUID) -> Run:
+        """Raises RunNotFound."""
+        ...
+
+    async def list_runs(
+        self, task_id: UUID, status: RunStatus | None, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        """The task's runs, newest first by (scheduled_for, id), strictly after `after`."""
+        ...
+
+    async def request_cancel(self, run_id: UUID) -> Run:
+        """Mark a RUNNING run's lease as cancel-requested and notify the engines.
+        Raises RunNotFound, RunNotRunning."""
+        ...
+
+    async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:
+        """Which of `run_ids` have a cancel request on their lease."""
+        ...
+
+    async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        """Mark RUNNING runs whose lease expired before `now` as FAILED with the error
+        "replica lost", free their leases, and return them."""
+        ...
+
+    async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` finished runs scheduled before `cutoff`; return how many."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable unless the store answers."""
+        ...
+
+
+class Waker(Protocol):
+    """Wakes sleeping engines when tasks change or a cancel is requested."""
+
+    async def start(self) -> None:
+        """Begin listening. Idempotent."""
+        ...
+
+    async def wait(self) -> None:
+        """Return once a notification arrived since the last `wait` returned (at once if
+        one is pending). Lost notifications cost latency only: callers bound the wait."""
+        ...
+
+    async def notify(self) -> None:
+        """Wake every engine that shares the store."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, aware, UTC."""
+        ...
+
+    async def sleep_until(self, instant: datetime) -> None:
+        """Return at `instant` (at once when it has passed)."""
+        ...
+
+
+class RenderedRequest(BaseModel):
+    """The request a run sends (dry run: with every secret replaced by "***")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: JsonValue = None
+
+
+class Executor(Protocol):
+    """Performs runs: one call of a task's target, with its retries, per run."""
+
+    def check(self, target: HttpTarget) -> None:
+        """Reject at create a target that can never run: a template that does not parse,
+        a literal address the outbound guard denies. Raises InvalidRequest naming the
+        field (e.g. "target.url")."""
+        ...
+
+    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+        """Call the target and report how the run ended (SUCCEEDED or FAILED, with the
+        attempts, HTTP status, a response excerpt and an error). Never raises for a
+        failed call; cancellation propagates as asyncio.CancelledError."""
+        ...
+
+    async def render(
+        self, task: Task, run: Run, last_run_at: datetime | None, *, redact: bool
+    ) -> RenderedRequest:
+        """The request `execute` would send first, with secrets as "***" when `redact`."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    """What runs the schedule. The native trigger loop and the APScheduler adapter both
+    fill this port, so swapping engines is one configuration change."""
+
+    async def start(self) -> None:
+        """Start firing tasks in the background. Returns at once."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop claiming, let in-flight runs finish up to the drain timeout, cancel the
+        rest (recorded FAILED), and return when nothing is left running."""
+        ...
+
+    @property
+    def alive(self) -> bool:
+        """True while the engine is running and its loop is healthy (readiness)."""
+        ...

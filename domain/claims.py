@@ -1,0 +1,175 @@
+"""The claim rule: what claiming a due task at an instant means.
+
+Every store applies these functions to the rows it locked, so the rule is written
+once. Coalescing is not a flag: a claim advances past every due occurrence at once,
+and the run it records stands for all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from uuid import UUID
+
+from domain.runs import RunStatus
+from domain.tasks import HttpTarget, Task
+from domain.triggers import IntervalTrigger, OneShotTrigger, Trigger
+
+SECOND = timedelta(seconds=1)
+# Slack on every lease so that a run finishing at its very deadline still owns its slot.
+LEASE_MARGIN = timedelta(seconds=30)
+# How many due occurrences one claim counts one by one. Beyond this (months of a
+# per-minute cron missed), the count stops and the claim jumps straight to the end.
+MAX_COUNTED_OCCURRENCES = 100_000
+BEGINNING_OF_TIME = datetime(1, 1, 2, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDecision:
+    """What claiming one task decided.
+
+    Attributes:
+        status: RUNNING (call the target, subject to free lease slots) or MISSED.
+        scheduled_for: the latest due occurrence, un-jittered.
+        coalesced: how many due occurrences this run stands for.
+        next_fire_at: the task's next un-jittered occurrence, None when exhausted.
+        next_run_at: `next_fire_at` plus its jitter: when the task is due again.
+        lateness: how late the claim is against the occurrence's jittered instant.
+    """
+
+    status: RunStatus
+    scheduled_for: datetime
+    coalesced: int
+    next_fire_at: datetime | None
+    next_run_at: datetime | None
+    lateness: timedelta
+
+
+def truncate(instant: datetime) -> datetime:
+    """Whole seconds in UTC: the resolution of every instant the scheduler stores."""
+    if instant.tzinfo is None:
+        raise ValueError("instant must be timezone-aware")
+    return instant.astimezone(timezone.utc).replace(microsecond=0)
+
+
+def jitter_offset(task_id: UUID, occurrence: datetime, jitter_seconds: int) -> timedelta:
+    """A whole number of seconds in [0, jitter_seconds), the same on every replica."""
+    if jitter_seconds <= 1:
+        return timedelta(0)
+    key = f"{task_id}:{int(occurrence.timestamp())}".encode()
+    digest = hashlib.blake2b(key, digest_size=8).digest()
+    return timedelta(seconds=int.from_bytes(digest, "big") % jitter_seconds)
+
+
+def run_instant(task: Task, occurrence: datetime | None) -> datetime | None:
+    """When `occurrence` of `task` is called: the occurrence plus its jitter."""
+    if occurrence is None:
+        return None
+    return occurrence + jitter_offset(task.id, occurrence, task.jitter_seconds)
+
+
+def first_fire_at_or_after(trigger: Trigger, instant: datetime) -> datetime | None:
+    """The first fire time at or after `instant` (create, resume, trigger change)."""
+    return trigger.next_fire_time(truncate(instant) - SECOND)
+
+
+def initial_fire_at(
+    trigger: Trigger, now: datetime, misfire_grace_seconds: int | None
+) -> datetime | None:
+    """The first occurrence a new or resumed task is due for.
+
+    A one-shot whose `run_at` passed within the grace time is still due (it fires at
+    once); every other trigger starts at its first fire time at or after `now`.
+    """
+    if isinstance(trigger, OneShotTrigger):
+        run_at = trigger.next_fire_time(BEGINNING_OF_TIME)
+        if run_at is not None and run_at < truncate(now):
+            late = truncate(now) - run_at
+            if misfire_grace_seconds is None or late <= timedelta(seconds=misfire_grace_seconds):
+                return run_at
+            return None
+    return first_fire_at_or_after(trigger, now)
+
+
+def claim(task: Task, now: datetime) -> ClaimDecision | None:
+    """Decide what claiming `task` at `now` means, or None when it is not due.
+
+    Every occurrence whose jittered instant is at or before `now` is due; they fold
+    into one run for the latest of them, and the misfire grace is measured from that
+    one's jittered instant.
+    """
+    now = truncate(now)
+    first = task.next_fire_at
+    if not task.enabled or first is None:
+        return None
+    due_at = run_instant(task, first)
+    if due_at is None or due_at > now:
+        return None
+    count, latest, following = _advance(task, first, now)
+    next_run_at = run_instant(task, following)
+    lateness = now - (run_instant(task, latest) or latest)
+    grace = task.misfire_grace_seconds
+    missed = grace is not None and lateness > timedelta(seconds=grace)
+    return ClaimDecision(
+        status=RunStatus.MISSED if missed else RunStatus.RUNNING,
+        scheduled_for=latest,
+        coalesced=count,
+        next_fire_at=following,
+        next_run_at=next_run_at,
+        lateness=lateness,
+    )
+
+
+def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime, datetime | None]:
+    """Count the due occurrences from `first`: (count, latest due, first not due)."""
+    trigger = task.trigger
+    jitter = timedelta(seconds=task.jitter_seconds)
+    # Occurrences at or before `now - jitter` are due whatever their offset; an
+    # interval counts them by arithmetic, so a long downtime costs nothing.
+    count, latest, occurrence = 0, first, first
+    if isinstance(trigger, IntervalTrigger) and first <= now - jitter:
+        every = timedelta(seconds=trigger.every)
+        steps = (now - jitter - first) // every
+        latest = first + steps * every
+        count = steps + 1
+        occurrence = trigger.next_fire_time(latest)
+    while occurrence is not None:
+        instant = run_instant(task, occurrence)
+        if instant is None or instant > now:
+            break
+        count, latest = count + 1, occurrence
+        if count >= MAX_COUNTED_OCCURRENCES:
+            return count, *_jump(trigger, now)
+        occurrence = trigger.next_fire_time(occurrence)
+    return count, latest, occurrence
+
+
+def _jump(trigger: Trigger, now: datetime) -> tuple[datetime, datetime | None]:
+    """The latest occurrence at or before `now` and the one after, found without
+    stepping through every occurrence (looking back ever further from `now`)."""
+    following = trigger.next_fire_time(now)
+    back = SECOND
+    while True:
+        candidate = trigger.next_fire_time(now - back)
+        if candidate is not None and candidate <= now:
+            # Step forward to the last one not after `now`.
+            nxt = trigger.next_fire_time(candidate)
+            while nxt is not None and nxt <= now:
+                candidate, nxt = nxt, trigger.next_fire_time(nxt)
+            return candidate, following
+        back *= 2
+
+
+def lease_duration(target: HttpTarget) -> timedelta:
+    """How long a run may hold its slot: every attempt timing out, every retry
+    waiting its longest, plus a margin (API.md `lease_expires_at`)."""
+    seconds = target.timeout_seconds * target.retry.max_attempts + target.retry.total_wait()
+    return timedelta(seconds=seconds) + LEASE_MARGIN
+
+
+def resolve_status(decision_status: RunStatus, active_leases: int, limit: int) -> RunStatus:
+    """A run that should fire is SKIPPED when the task already has `limit` runs in flight."""
+    if decision_status is RunStatus.RUNNING and active_leases >= limit:
+        return RunStatus.SKIPPED
+    return decision_status

@@ -1,0 +1,60 @@
+"""Errors the scheduler raises on purpose. Entry points map them to answers."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+
+class SchedulerError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class TaskNotFound(SchedulerError, LookupError):
+    def __init__(self, ref: UUID | str) -> None:
+        super().__init__(f"no task with id or name {str(ref)!r}")
+        self.ref = ref
+
+
+class RunNotFound(SchedulerError, LookupError):
+    def __init__(self, run_id: UUID | str) -> None:
+        super().__init__(f"no run with id {str(run_id)!r}")
+        self.run_id = run_id
+
+
+class DuplicateTaskName(SchedulerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a task named {name!r} already exists")
+        self.name = name
+
+
+class VersionConflict(SchedulerError):
+    """The task changed since the version the caller read (a stale If-Match)."""
+
+    def __init__(self, ref: UUID | str, expected: int, actual: int | None = None) -> None:
+        found = "" if actual is None else f", it is at version {actual}"
+        super().__init__(f"task {str(ref)!r} is not at version {expected}{found}")
+        self.expected = expected
+        self.actual = actual
+
+
+class RunNotRunning(SchedulerError):
+    def __init__(self, run_id: UUID | str, status: str) -> None:
+        super().__init__(f"run {str(run_id)!r} is {status}, not running")
+        self.run_id = run_id
+        self.status = status
+
+
+class InvalidRequest(SchedulerError, ValueError):
+    """A request that is well-formed JSON but breaks a rule; `field` is its dotted path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class StoreUnavailable(SchedulerError):
+    """The store could not be reached (connection lost, server restarting).
+
+    Nothing was written by the failed call; the caller may retry it.
+    """

@@ -1,0 +1,76 @@
+"""Runs: one record per occurrence the scheduler claimed (or a manual fire)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.tasks import Task
+
+RESPONSE_EXCERPT_LIMIT = 1024
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    MISSED = "missed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+REPLICA_LOST = "replica lost"
+
+
+class Run(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    task_id: UUID
+    scheduled_for: datetime
+    coalesced: int = Field(default=1, ge=1)
+    claimed_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    status: RunStatus
+    manual: bool = False
+    attempts: int = 0
+    http_status: int | None = None
+    response_excerpt: str | None = None
+    error: str | None = None
+    replica: str
+
+
+class RunOutcome(BaseModel):
+    """How a run ended, as the executor (or the engine, on cancel or shutdown) saw it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: RunStatus
+    attempts: int = 0
+    http_status: int | None = None
+    response_excerpt: str | None = Field(default=None, max_length=RESPONSE_EXCERPT_LIMIT)
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run a replica now owns, with the task as it was when claimed."""
+
+    task: Task
+    run: Run
+
+    @property
+    def should_call(self) -> bool:
+        return self.run.status is RunStatus.RUNNING

@@ -1,0 +1,180 @@
+"""The Task resource: what to call (an HTTP target) and when (a trigger)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+
+from domain.triggers import Trigger
+
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+# Environment variable names as POSIX shells accept them.
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+# Headers the scheduler sets itself; a target may not override them.
+RESERVED_HEADERS = frozenset(
+    {
+        "idempotency-key",
+        "x-scheduler-task-id",
+        "x-scheduler-run-id",
+        "x-scheduler-scheduled-for",
+        "content-length",
+        "host",
+        "transfer-encoding",
+    }
+)
+
+EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN, description="environment variable")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NoAuth(_Model):
+    type: Literal["none"] = "none"
+
+
+class BearerAuth(_Model):
+    type: Literal["bearer"] = "bearer"
+    token_env: EnvName
+
+
+class BasicAuth(_Model):
+    type: Literal["basic"] = "basic"
+    username: str = Field(min_length=1, max_length=500)
+    password_env: EnvName
+
+
+class OAuth2ClientCredentials(_Model):
+    type: Literal["oauth2_client_credentials"] = "oauth2_client_credentials"
+    token_url: str
+    client_id: str = Field(min_length=1, max_length=500)
+    client_secret_env: EnvName
+    scope: str | None = None
+    audience: str | None = None
+    client_auth: Literal["basic", "post"] = "basic"
+
+    @field_validator("token_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
+
+
+Auth = Annotated[
+    NoAuth | BearerAuth | BasicAuth | OAuth2ClientCredentials, Field(discriminator="type")
+]
+
+
+class RetryPolicy(_Model):
+    max_attempts: int = Field(default=1, ge=1, le=10)
+    backoff_seconds: float = Field(default=1, ge=0, le=3600)
+    max_backoff_seconds: float = Field(default=60, ge=0, le=3600)
+
+    def wait_before(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before `attempt` (2, 3, …): doubling from `backoff_seconds`,
+        or the target's `Retry-After`, never beyond `max_backoff_seconds`."""
+        wait = self.backoff_seconds * 2 ** (attempt - 2) if retry_after is None else retry_after
+        return max(0.0, min(wait, self.max_backoff_seconds))
+
+    def total_wait(self) -> float:
+        """The longest all retry waits of one run can take."""
+        return sum(self.max_backoff_seconds for _ in range(2, self.max_attempts + 1))
+
+
+def check_http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must be an http or https URL")
+    if not parts.hostname:
+        raise ValueError("must name a host")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise ValueError(f"has a bad port: {exc}") from None
+    return value
+
+
+class HttpTarget(_Model):
+    url: str = Field(max_length=4096)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    body: JsonValue = None
+    timeout_seconds: float = Field(default=30, gt=0, le=3600)
+    auth: Auth = Field(default_factory=NoAuth)
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    template: bool = False
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, header in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(f"{name!r} is set by the scheduler and cannot be overridden")
+            if "\r" in header or "\n" in header:
+                raise ValueError(f"the value of {name!r} contains a line break")
+        return value
+
+    def host_literal(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+        """The URL's host when it is a literal IP address (checked by the outbound guard)."""
+        host = urlsplit(self.url).hostname or ""
+        try:
+            return ipaddress.ip_address(host)
+        except ValueError:
+            return None
+
+
+class TaskSpec(_Model):
+    """The writable fields of a task, as a client sends them."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=10_000)
+    trigger: Trigger
+    target: HttpTarget
+    enabled: bool = True
+    tags: list[Annotated[str, Field(pattern=TAG_PATTERN)]] = Field(
+        default_factory=list, max_length=20
+    )
+    misfire_grace_seconds: int | None = Field(default=60, ge=0)
+    max_running_instances: int = Field(default=1, ge=1, le=10_000)
+    jitter_seconds: int = Field(default=0, ge=0, le=86_400)
+    pause_after_failures: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _unique_tags(self) -> TaskSpec:
+        if len(set(self.tags)) != len(self.tags):
+            raise ValueError("tags must not repeat")
+        return self
+
+
+class Task(TaskSpec):
+    """A stored task. `next_fire_at` is the next un-jittered occurrence (internal);
+    `next_run_at` adds the task's jitter and is what the claim query orders by."""
+
+    id: UUID
+    consecutive_failures: int = 0
+    next_fire_at: datetime | None = None
+    next_run_at: datetime | None = None
+    last_run_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+
+    def spec(self) -> TaskSpec:
+        return TaskSpec.model_validate(
+            self.model_dump(include=set(TaskSpec.model_fields), mode="python")
+        )
