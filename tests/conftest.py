@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.fixtures.memory",
     "tests.fixtures.postgres",
     "tests.fixtures.backends",
+    "tests.fixtures.target",
 ]
