@@ -216,3 +216,12 @@ class Engine(Protocol):
     def alive(self) -> bool:
         """True while the engine is running and its loop is healthy (readiness)."""
         ...
+
+
+class RunDispatcher(Protocol):
+    """Runs, on this process, a run claimed outside the schedule (fire now)."""
+
+    def dispatch(self, claimed: ClaimedRun) -> None:
+        """Call the target of `claimed` in the background and record the outcome,
+        under this process's ceiling on concurrent runs. Returns at once."""
+        ...

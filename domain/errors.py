@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from domain.validation import FieldError
+
 
 class SchedulerError(Exception):
     """Root of every error this project raises on purpose."""
@@ -45,12 +47,28 @@ class RunNotRunning(SchedulerError):
 
 
 class InvalidRequest(SchedulerError, ValueError):
-    """A request that is well-formed JSON but breaks a rule; `field` is its dotted path."""
+    """A request that breaks a rule. Each error names its field by the dotted path in the
+    request as the client wrote it ("trigger.expression")."""
 
     def __init__(self, field: str, message: str) -> None:
+        self.errors = [FieldError(field, message)]
         super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+
+    @property
+    def field(self) -> str:
+        return self.errors[0].field
+
+    @property
+    def message(self) -> str:
+        return self.errors[0].message
+
+    @classmethod
+    def of(cls, errors: list[FieldError]) -> InvalidRequest:
+        first, *rest = errors
+        invalid = cls(first.field, first.message)
+        invalid.errors.extend(rest)
+        invalid.args = ("; ".join(f"{e.field}: {e.message}" for e in errors),)
+        return invalid
 
 
 class StoreUnavailable(SchedulerError):

@@ -1,0 +1,355 @@
+"""Use cases: what people and services ask of the scheduler through the API or CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID, uuid4
+from zoneinfo import ZoneInfo
+
+from domain.triggers import (
+    TRIGGER_ADAPTER,
+    CalendarTrigger,
+    IntervalTrigger,
+    OneShotTrigger,
+    Trigger,
+    fire_times,
+)
+from pydantic import ValidationError
+
+from application.pagination import Page, decode_cursor, encode_cursor
+from application.patching import merge_patch
+from application.ports import (
+    Clock,
+    Executor,
+    RenderedRequest,
+    RunDispatcher,
+    RunPageKey,
+    TaskFilter,
+    TaskPageKey,
+    TaskStore,
+)
+from domain.claims import first_fire_at_or_after, initial_fire_at, run_instant, truncate
+from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
+from domain.runs import Run, RunStatus
+from domain.tasks import Task, TaskSpec
+from domain.validation import field_errors
+
+MAX_PAGE = 500
+MAX_FIRE_TIMES = 100
+# Read-modify-write of pause/resume/patch retries this often on a concurrent change.
+_UPDATE_ATTEMPTS = 5
+
+
+class SchedulingService:
+    """Every use case of the scheduler, written against the ports only."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        executor: Executor,
+        clock: Clock,
+        dispatcher: RunDispatcher,
+        *,
+        replica: str,
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._clock = clock
+        self._dispatcher = dispatcher
+        self._replica = replica
+
+    # -- tasks ------------------------------------------------------------------
+
+    async def create_task(self, spec: TaskSpec) -> Task:
+        """Store a new task, due at its first fire time at or after now.
+
+        Raises InvalidRequest (a one-shot already past its grace, a target the executor
+        rejects) and DuplicateTaskName.
+        """
+        now = truncate(self._clock.now())
+        self._executor.check(spec.target)
+        trigger = complete_trigger(spec.trigger, now)
+        task = Task(
+            **spec.model_dump(exclude={"trigger"}),
+            trigger=trigger,
+            id=uuid4(),
+            created_at=now,
+            updated_at=now,
+        )
+        self._reject_spent_one_shot(task, now)
+        return await self._store.create_task(self._scheduled(task, now))
+
+    async def get_task(self, ref: str | UUID) -> Task:
+        """The task with this id or, failing that, this name. Raises TaskNotFound."""
+        task_id = _as_uuid(ref)
+        if task_id is not None:
+            try:
+                return await self._store.get_task(task_id)
+            except TaskNotFound:
+                pass
+        return await self._store.get_task_by_name(str(ref))
+
+    async def list_tasks(
+        self, task_filter: TaskFilter, limit: int = 50, cursor: str | None = None
+    ) -> Page[Task]:
+        _check_limit(limit)
+        after = None
+        if cursor is not None:
+            payload = decode_cursor(cursor)
+            try:
+                task_filter = TaskFilter(**payload["filter"])
+                after = TaskPageKey(
+                    datetime.fromisoformat(payload["key"][0]), UUID(payload["key"][1])
+                )
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise InvalidRequest("cursor", "is not a task cursor") from None
+        tasks = await self._store.list_tasks(task_filter, after, limit + 1)
+        next_cursor = None
+        if len(tasks) > limit:
+            tasks = tasks[:limit]
+            last = tasks[-1]
+            next_cursor = encode_cursor(
+                {
+                    "filter": {
+                        "enabled": task_filter.enabled,
+                        "tag": task_filter.tag,
+                        "name_prefix": task_filter.name_prefix,
+                    },
+                    "key": [last.created_at.isoformat(), str(last.id)],
+                }
+            )
+        return Page(tasks, next_cursor)
+
+    async def update_task(
+        self, ref: str | UUID, patch: dict[str, Any], if_match: int | None = None
+    ) -> Task:
+        """Apply a JSON merge patch (RFC 7396) to the task's writable fields; `trigger`
+        and `target.auth` are replaced whole. Raises InvalidRequest, ValidationError,
+        VersionConflict (stale `if_match`), TaskNotFound, DuplicateTaskName."""
+        if not isinstance(patch, dict):
+            raise InvalidRequest("body", "a merge patch must be a JSON object")
+        for _ in range(_UPDATE_ATTEMPTS):
+            task = await self.get_task(ref)
+            if if_match is not None and task.version != if_match:
+                raise VersionConflict(task.id, if_match, task.version)
+            merged = merge_patch(task.spec().model_dump(mode="json"), patch, replace=_WHOLE)
+            try:
+                spec = TaskSpec.model_validate(merged)
+            except ValidationError as exc:
+                raise InvalidRequest.of(field_errors(exc)) from None
+            if "target" in patch:
+                self._executor.check(spec.target)
+            try:
+                return await self._save(task, spec)
+            except VersionConflict:
+                if if_match is not None:
+                    raise
+        raise VersionConflict(task.id, task.version)
+
+    async def pause_task(self, ref: str | UUID) -> Task:
+        return await self._set_enabled(ref, enabled=False)
+
+    async def resume_task(self, ref: str | UUID) -> Task:
+        return await self._set_enabled(ref, enabled=True)
+
+    async def delete_task(self, ref: str | UUID) -> None:
+        task = await self.get_task(ref)
+        await self._store.delete_task(task.id)
+
+    # -- runs -------------------------------------------------------------------
+
+    async def fire_now(self, ref: str | UUID) -> Run:
+        """Start a manual run at once (also for a paused task), unless the task already
+        has `max_running_instances` runs in flight (then the run is recorded SKIPPED)."""
+        task = await self.get_task(ref)
+        claimed = await self._store.start_manual_run(task.id, self._clock.now(), self._replica)
+        if claimed.should_call:
+            self._dispatcher.dispatch(claimed)
+        return claimed.run
+
+    async def dry_run(self, ref: str | UUID) -> RenderedRequest:
+        """The request the next run would send, rendered, secrets redacted, not sent."""
+        task = await self.get_task(ref)
+        now = truncate(self._clock.now())
+        run = Run(
+            id=uuid4(),
+            task_id=task.id,
+            scheduled_for=task.next_fire_at or now,
+            claimed_at=now,
+            started_at=now,
+            status=RunStatus.RUNNING,
+            replica=self._replica,
+        )
+        return await self._executor.render(task, run, task.last_run_at, redact=True)
+
+    async def list_runs(
+        self,
+        ref: str | UUID,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[Run]:
+        _check_limit(limit)
+        task = await self.get_task(ref)
+        after = None
+        if cursor is not None:
+            payload = decode_cursor(cursor)
+            try:
+                status = RunStatus(payload["status"]) if payload["status"] else None
+                after = RunPageKey(
+                    datetime.fromisoformat(payload["key"][0]), UUID(payload["key"][1])
+                )
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise InvalidRequest("cursor", "is not a run cursor") from None
+        runs = await self._store.list_runs(task.id, status, after, limit + 1)
+        next_cursor = None
+        if len(runs) > limit:
+            runs = runs[:limit]
+            last = runs[-1]
+            next_cursor = encode_cursor(
+                {
+                    "status": status.value if status else None,
+                    "key": [last.scheduled_for.isoformat(), str(last.id)],
+                }
+            )
+        return Page(runs, next_cursor)
+
+    async def get_run(self, run_id: UUID) -> Run:
+        return await self._store.get_run(run_id)
+
+    async def cancel_run(self, run_id: UUID) -> Run:
+        """Ask whichever replica runs `run_id` to stop it. Raises RunNotRunning."""
+        return await self._store.request_cancel(run_id)
+
+    # -- fire times -------------------------------------------------------------
+
+    async def upcoming(self, ref: str | UUID, count: int) -> list[datetime]:
+        """The task's next `count` occurrences (un-jittered)."""
+        _check_count(count)
+        task = await self.get_task(ref)
+        first = task.next_fire_at
+        if first is None and not isinstance(task.trigger, OneShotTrigger):
+            first = first_fire_at_or_after(task.trigger, self._clock.now())
+        if first is None:
+            return []
+        return [first, *fire_times(task.trigger, first, count - 1)]
+
+    def preview(
+        self, trigger: dict[str, Any] | Trigger, count: int, after: datetime | None = None
+    ) -> list[datetime]:
+        """Validate a bare trigger and list its next `count` fire times: strictly after
+        `after` when given, else from now on as a task created now would fire."""
+        _check_count(count)
+        if isinstance(trigger, dict):
+            try:
+                trigger = TRIGGER_ADAPTER.validate_python(trigger)
+            except ValidationError as exc:
+                raise InvalidRequest.of(field_errors(exc, prefix="trigger")) from None
+        if after is not None and after.tzinfo is None:
+            raise InvalidRequest("after", "must carry a UTC offset")
+        start = truncate(after or self._clock.now())
+        trigger = complete_trigger(trigger, start)
+        if after is not None:
+            return fire_times(trigger, start, count)
+        first = first_fire_at_or_after(trigger, start)
+        if first is None:
+            return []
+        return [first, *fire_times(trigger, first, count - 1)]
+
+    # -- internals --------------------------------------------------------------
+
+    async def _set_enabled(self, ref: str | UUID, *, enabled: bool) -> Task:
+        for _ in range(_UPDATE_ATTEMPTS):
+            task = await self.get_task(ref)
+            if task.enabled is enabled:
+                return task
+            spec = task.spec().model_copy(update={"enabled": enabled})
+            try:
+                return await self._save(task, spec)
+            except VersionConflict:
+                continue
+        raise VersionConflict(task.id, task.version)
+
+    async def _save(self, current: Task, spec: TaskSpec) -> Task:
+        """Write `spec` over `current`, rescheduling when what decides the schedule changed."""
+        now = truncate(self._clock.now())
+        trigger_changed = spec.trigger != current.trigger
+        trigger = complete_trigger(spec.trigger, now) if trigger_changed else current.trigger
+        task = current.model_copy(update={**dict(spec), "trigger": trigger, "updated_at": now})
+        resumed = spec.enabled and not current.enabled
+        if trigger_changed or resumed or spec.enabled != current.enabled:
+            if trigger_changed:
+                self._reject_spent_one_shot(task, now)
+            task = self._scheduled(task, now, fired_before=not trigger_changed)
+            if resumed:
+                task = task.model_copy(update={"consecutive_failures": 0})
+            return await self._store.update_task(task, current.version, reschedule=True)
+        if spec.jitter_seconds != current.jitter_seconds:
+            task = task.model_copy(update={"next_run_at": run_instant(task, task.next_fire_at)})
+            return await self._store.update_task(task, current.version, reschedule=True)
+        return await self._store.update_task(task, current.version, reschedule=False)
+
+    def _scheduled(self, task: Task, now: datetime, *, fired_before: bool = False) -> Task:
+        """`task` with `next_fire_at`/`next_run_at` set as on create or resume."""
+        next_fire_at = None
+        if task.enabled:
+            spent = fired_before and isinstance(task.trigger, OneShotTrigger) and task.last_run_at
+            if not spent:
+                next_fire_at = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
+        return task.model_copy(
+            update={"next_fire_at": next_fire_at, "next_run_at": run_instant(task, next_fire_at)}
+        )
+
+    def _reject_spent_one_shot(self, task: Task, now: datetime) -> None:
+        trigger = task.trigger
+        if not isinstance(trigger, OneShotTrigger):
+            return
+        if initial_fire_at(trigger, now, task.misfire_grace_seconds) is None:
+            raise InvalidRequest(
+                "trigger.run_at",
+                "is in the past by more than misfire_grace_seconds; it would never fire",
+            )
+
+
+# `trigger` and `target.auth` are replaced whole by a merge patch, never merged.
+_WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"))
+
+
+def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
+    """Fill in what a trigger takes from the moment it is created (TRIGGERS.md): an
+    interval without `start_at` is anchored now, a calendar without `start_date`
+    starts today in its timezone."""
+    if isinstance(trigger, IntervalTrigger) and trigger.start_at is None and trigger.anchor is None:
+        return trigger.model_copy(update={"anchor": now})
+    if isinstance(trigger, CalendarTrigger) and trigger.start_date is None:
+        if trigger.start_at is not None:
+            return trigger
+        today = now.astimezone(ZoneInfo(trigger.timezone)).date()
+        return trigger.model_copy(update={"start_date": today})
+    return trigger
+
+
+def _cursor_key(payload: dict[str, Any]) -> tuple[datetime, UUID]:
+    instant, key_id = payload["key"]
+    return datetime.fromisoformat(instant), UUID(key_id)
+
+
+def _as_uuid(ref: str | UUID) -> UUID | None:
+    if isinstance(ref, UUID):
+        return ref
+    try:
+        return UUID(ref)
+    except ValueError:
+        return None
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
+
+
+def _check_count(count: int) -> None:
+    if not 1 <= count <= MAX_FIRE_TIMES:
+        raise InvalidRequest("count", f"must be between 1 and {MAX_FIRE_TIMES}")

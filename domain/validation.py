@@ -1,0 +1,47 @@
+"""Turn pydantic validation errors into field paths as a client wrote them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+# Union members appear in pydantic's error locations under their tag or a generated
+# name; a client never wrote those, so they are dropped from the path.
+_TAGS = frozenset(
+    {
+        "cron",
+        "interval",
+        "calendar",
+        "one_shot",
+        "none",
+        "bearer",
+        "basic",
+        "oauth2_client_credentials",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    field: str
+    message: str
+
+
+def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+    """One `FieldError` per problem, with a dotted path ("trigger.expression")."""
+    errors: list[FieldError] = []
+    for error in exc.errors(include_url=False):
+        parts = [prefix] if prefix else []
+        for part in error["loc"]:
+            text = str(part)
+            if text in _TAGS or "[" in text or text.startswith("function-"):
+                continue
+            parts.append(text)
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown field"
+        elif message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+        errors.append(FieldError(".".join(parts) or "body", message))
+    return errors
