@@ -1,0 +1,205 @@
+"""The claim rule: fire or missed, coalescing, the next occurrence, jitter, leases."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+import pytest
+
+from domain.claims import (
+    claim,
+    initial_fire_at,
+    jitter_offset,
+    lease_duration,
+    resolve_status,
+    run_instant,
+)
+from domain.runs import RunStatus
+from domain.tasks import HttpTarget, RetryPolicy, Task
+from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+TASK_ID = UUID("6f1c0c4e-0000-4000-8000-000000000001")
+
+
+def make_task(
+    trigger: Trigger,
+    next_fire_at: datetime | None = T0,
+    *,
+    grace: int | None = 60,
+    jitter: int = 0,
+    enabled: bool = True,
+) -> Task:
+    task = Task(
+        id=TASK_ID,
+        name="t",
+        trigger=trigger,
+        target=HttpTarget(url="http://127.0.0.1:9/"),
+        enabled=enabled,
+        misfire_grace_seconds=grace,
+        jitter_seconds=jitter,
+        created_at=T0 - timedelta(days=1),
+        updated_at=T0 - timedelta(days=1),
+        next_fire_at=next_fire_at,
+    )
+    return task.model_copy(update={"next_run_at": run_instant(task, next_fire_at)})
+
+
+MINUTELY = CronTrigger(expression="* * * * *")
+EVERY_MINUTE = IntervalTrigger(every=60, anchor=T0)
+
+
+@pytest.mark.parametrize("trigger", [MINUTELY, EVERY_MINUTE], ids=["cron", "interval"])
+class TestClaim:
+    def test_on_time_fires_once_and_advances(self, trigger: Trigger) -> None:
+        decision = claim(make_task(trigger), T0)
+        assert decision is not None
+        assert decision.status is RunStatus.RUNNING
+        assert (decision.scheduled_for, decision.coalesced) == (T0, 1)
+        assert decision.next_fire_at == decision.next_run_at == T0 + MINUTE
+        assert decision.lateness == timedelta(0)
+
+    def test_not_due_yet(self, trigger: Trigger) -> None:
+        assert claim(make_task(trigger), T0 - SECOND) is None
+
+    def test_late_within_grace_fires(self, trigger: Trigger) -> None:
+        decision = claim(make_task(trigger, grace=60), T0 + timedelta(seconds=59))
+        assert decision is not None
+        assert decision.status is RunStatus.RUNNING
+        assert decision.lateness == timedelta(seconds=59)
+
+    def test_past_grace_is_missed(self, trigger: Trigger) -> None:
+        # 30 s grace, 45 s late, and no later occurrence is due yet.
+        decision = claim(make_task(trigger, grace=30), T0 + timedelta(seconds=45))
+        assert decision is not None
+        assert decision.status is RunStatus.MISSED
+        assert decision.next_fire_at == T0 + MINUTE
+
+    def test_null_grace_always_fires(self, trigger: Trigger) -> None:
+        decision = claim(make_task(trigger, grace=None), T0 + timedelta(seconds=59))
+        assert decision is not None and decision.status is RunStatus.RUNNING
+
+    def test_downtime_coalesces_into_the_latest_occurrence(self, trigger: Trigger) -> None:
+        # Down from 12:00 to 13:30:10: 91 occurrences (12:00 … 13:30) fold into one run
+        # for 13:30, which is 10 s late and so within the grace.
+        now = T0 + timedelta(hours=1, minutes=30, seconds=10)
+        decision = claim(make_task(trigger), now)
+        assert decision is not None
+        assert decision.status is RunStatus.RUNNING
+        assert decision.coalesced == 91
+        assert decision.scheduled_for == T0 + timedelta(hours=1, minutes=30)
+        assert decision.next_fire_at == T0 + timedelta(hours=1, minutes=31)
+
+    def test_downtime_with_latest_past_grace_is_one_missed_run(self, trigger: Trigger) -> None:
+        now = T0 + timedelta(hours=2, seconds=50)
+        decision = claim(make_task(trigger, grace=30), now)
+        assert decision is not None
+        assert (decision.status, decision.coalesced) == (RunStatus.MISSED, 121)
+
+    def test_disabled_task_is_never_claimed(self, trigger: Trigger) -> None:
+        assert claim(make_task(trigger, enabled=False), T0 + timedelta(hours=1)) is None
+
+
+def test_one_shot_is_exhausted_after_its_claim() -> None:
+    once = OneShotTrigger(run_at=T0)
+    decision = claim(make_task(once), T0 + SECOND)
+    assert decision is not None
+    assert (decision.scheduled_for, decision.next_fire_at, decision.next_run_at) == (
+        T0,
+        None,
+        None,
+    )
+    spent = make_task(once, next_fire_at=None)
+    assert claim(spent, T0 + timedelta(days=1)) is None
+
+
+def test_sub_second_claim_instant_is_truncated() -> None:
+    decision = claim(make_task(MINUTELY), T0 + timedelta(microseconds=999_999))
+    assert decision is not None and decision.lateness == timedelta(0)
+
+
+def test_a_year_of_per_minute_downtime_coalesces_exactly_and_quickly() -> None:
+    now = T0 + timedelta(days=365, seconds=5)
+    decision = claim(make_task(EVERY_MINUTE, grace=None), now)
+    assert decision is not None
+    assert decision.coalesced == 365 * 24 * 60 + 1
+    assert decision.scheduled_for == T0 + timedelta(days=365)
+
+
+class TestJitter:
+    def test_offset_is_deterministic_and_in_range(self) -> None:
+        offsets = {jitter_offset(TASK_ID, T0 + k * MINUTE, 30) for k in range(200)}
+        assert all(timedelta(0) <= o < timedelta(seconds=30) for o in offsets)
+        assert len(offsets) > 10  # it spreads
+        assert jitter_offset(TASK_ID, T0, 30) == jitter_offset(TASK_ID, T0, 30)
+
+    def test_jitter_delays_the_run_but_not_scheduled_for(self) -> None:
+        task = make_task(MINUTELY, jitter=30)
+        offset = jitter_offset(TASK_ID, T0, 30)
+        assert task.next_run_at == T0 + offset
+        if offset:
+            assert claim(task, T0 + offset - SECOND) is None
+        decision = claim(task, T0 + offset)
+        assert decision is not None
+        assert decision.scheduled_for == T0
+        assert decision.lateness == timedelta(0)
+        next_offset = jitter_offset(TASK_ID, T0 + MINUTE, 30)
+        assert decision.next_run_at == T0 + MINUTE + next_offset
+
+    def test_other_tasks_sharing_a_schedule_spread(self) -> None:
+        ids = [UUID(int=k) for k in range(50)]
+        assert len({jitter_offset(i, T0, 60) for i in ids}) > 10
+
+
+class TestInitialFireAt:
+    def test_recent_one_shot_within_grace_fires_at_once(self) -> None:
+        once = OneShotTrigger(run_at=T0)
+        assert initial_fire_at(once, T0 + timedelta(seconds=30), 60) == T0
+
+    def test_one_shot_past_grace_never_fires(self) -> None:
+        once = OneShotTrigger(run_at=T0)
+        assert initial_fire_at(once, T0 + timedelta(seconds=61), 60) is None
+
+    def test_future_one_shot(self) -> None:
+        once = OneShotTrigger(run_at=T0 + MINUTE)
+        assert initial_fire_at(once, T0, 60) == T0 + MINUTE
+
+    def test_fire_time_at_the_instant_counts(self) -> None:
+        assert initial_fire_at(MINUTELY, T0, 60) == T0
+        assert initial_fire_at(MINUTELY, T0 + SECOND, 60) == T0 + MINUTE
+
+    def test_interval_anchored_now_is_due_now(self) -> None:
+        assert initial_fire_at(IntervalTrigger(every=3600, anchor=T0), T0, 60) == T0
+
+
+def test_lease_covers_every_attempt_and_wait() -> None:
+    target = HttpTarget(
+        url="http://127.0.0.1:9/",
+        timeout_seconds=10,
+        retry=RetryPolicy(max_attempts=3, backoff_seconds=1, max_backoff_seconds=20),
+    )
+    # 3 attempts x 10 s + 2 waits of at most 20 s + 30 s margin.
+    assert lease_duration(target) == timedelta(seconds=100)
+
+
+@pytest.mark.parametrize(
+    ("decided", "active", "limit", "expected"),
+    [
+        pytest.param(RunStatus.RUNNING, 0, 1, RunStatus.RUNNING, id="free-slot"),
+        pytest.param(RunStatus.RUNNING, 1, 1, RunStatus.SKIPPED, id="at-limit"),
+        pytest.param(RunStatus.RUNNING, 2, 3, RunStatus.RUNNING, id="below-limit"),
+        pytest.param(RunStatus.MISSED, 5, 1, RunStatus.MISSED, id="missed-stays-missed"),
+    ],
+)
+def test_resolve_status(decided: RunStatus, active: int, limit: int, expected: RunStatus) -> None:
+    assert resolve_status(decided, active, limit) is expected
+
+
+def test_retry_wait_doubles_and_is_capped() -> None:
+    policy = RetryPolicy(max_attempts=5, backoff_seconds=2, max_backoff_seconds=10)
+    assert [policy.wait_before(n) for n in range(2, 6)] == [2, 4, 8, 10]
+    assert policy.wait_before(2, retry_after=100) == 10
+    assert policy.wait_before(2, retry_after=3) == 3
