@@ -1,0 +1,188 @@
+"""Create or upgrade the database from `schemata.toml`.
+
+Under an advisory lock (so initializers started together run one after the other), it
+reads the catalog and issues, with `IF NOT EXISTS`, only what is missing: the schema,
+tables (with their keys), columns added since (`ADD COLUMN IF NOT EXISTS`), foreign
+keys and indexes. A second run finds nothing to do and takes no table lock. Every
+statement is composed with `psycopg.sql`; the SQL fragments the toml holds (types,
+defaults, index predicates) were checked against narrow patterns by `schemata`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+from adapters.postgres.errors import translated_errors
+from adapters.postgres.queries import load_queries
+from adapters.postgres.schemata import ForeignKey, Index, Table, read_schemata
+
+_ON_DELETE = {
+    "cascade": sql.SQL("CASCADE"),
+    "restrict": sql.SQL("RESTRICT"),
+    "no action": sql.SQL("NO ACTION"),
+    "set null": sql.SQL("SET NULL"),
+}
+_METHODS = {name: sql.SQL(name) for name in ("btree", "gin", "gist", "hash", "brin")}
+
+
+@dataclass(slots=True)
+class Catalog:
+    """What the schema already holds."""
+
+    schema_exists: bool = False
+    relations: set[str] = field(default_factory=set)  # tables and indexes
+    columns: dict[str, set[str]] = field(default_factory=dict)
+    constraints: set[str] = field(default_factory=set)
+
+
+async def initialize(
+    target: str | AsyncConnection[Any], schema: str = "scheduler", *, path: Path | None = None
+) -> list[str]:
+    """Create or upgrade `schema` from `schemata.toml` (or `path`); return the statements
+    it ran, empty when everything was there. `target` is a conninfo/URL or an open
+    connection. Raises SchemataError for a malformed file, StoreUnavailable when the
+    server cannot be reached."""
+    tables = read_schemata(path)
+    async with translated_errors():
+        if isinstance(target, str):
+            async with await AsyncConnection.connect(target, autocommit=True) as conn:
+                return await _initialize(conn, schema, tables)
+        return await _initialize(target, schema, tables)
+
+
+def initialize_sync(
+    conninfo: str, schema: str = "scheduler", *, path: Path | None = None
+) -> list[str]:
+    """`initialize` for synchronous callers such as `imbi-scheduler init-db`."""
+    return asyncio.run(initialize(conninfo, schema, path=path))
+
+
+def schema_lock_key(schema: str) -> int:
+    digest = hashlib.blake2b(f"{schema}:initializer".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+async def _initialize(conn: AsyncConnection[Any], schema: str, tables: list[Table]) -> list[str]:
+    queries = load_queries()
+    async with conn.transaction():
+        await conn.execute(queries["lock_schema"], {"key": schema_lock_key(schema)})
+        catalog = await read_catalog(conn, schema)
+        statements = plan(schema, tables, catalog)
+        for statement in statements:
+            await conn.execute(statement)
+    return [statement.as_string(conn) for statement in statements]
+
+
+async def read_catalog(conn: AsyncConnection[Any], schema: str) -> Catalog:
+    queries = load_queries()
+    params = {"schema": schema}
+    catalog = Catalog()
+    cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", [schema])
+    catalog.schema_exists = await cur.fetchone() is not None
+    cur = await conn.execute(queries["existing_relations"], params)
+    catalog.relations = {name for name, _kind in await cur.fetchall()}
+    cur = await conn.execute(queries["existing_columns"], params)
+    for table, column in await cur.fetchall():
+        catalog.columns.setdefault(table, set()).add(column)
+    cur = await conn.execute(queries["existing_constraints"], params)
+    catalog.constraints = {name for (name,) in await cur.fetchall()}
+    return catalog
+
+
+def plan(schema: str, tables: list[Table], catalog: Catalog) -> list[sql.Composed]:
+    """The statements that bring `catalog` up to `tables`, in order."""
+    name = sql.Identifier(schema)
+    statements: list[sql.Composed] = []
+    if not catalog.schema_exists:
+        statements.append(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(name))
+    for table in tables:
+        qualified = sql.Identifier(schema, table.name)
+        if table.name not in catalog.relations:
+            statements.append(_create_table(schema, table))
+        else:
+            present = catalog.columns.get(table.name, set())
+            for column in table.columns:
+                if column.name not in present:
+                    statements.append(
+                        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                            qualified, sql.Identifier(column.name), _fragment(column.definition)
+                        )
+                    )
+            for constraint in _constraints(schema, table):
+                if constraint[0] not in catalog.constraints:
+                    statements.append(
+                        sql.SQL("ALTER TABLE {} ADD {}").format(qualified, constraint[1])
+                    )
+        for index in table.indexes:
+            if index.name not in catalog.relations:
+                statements.append(_create_index(schema, table.name, index))
+    return statements
+
+
+def _create_table(schema: str, table: Table) -> sql.Composed:
+    items = [
+        sql.SQL("{} {}").format(sql.Identifier(c.name), _fragment(c.definition))
+        for c in table.columns
+    ]
+    items += [definition for _name, definition in _constraints(schema, table)]
+    return sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+        sql.Identifier(schema, table.name), sql.SQL(", ").join(items)
+    )
+
+
+def _constraints(schema: str, table: Table) -> list[tuple[str, sql.Composed]]:
+    """(name, `CONSTRAINT name ...`) of the table's primary and foreign keys."""
+    primary = f"{table.name}_pkey"
+    found = [
+        (
+            primary,
+            sql.SQL("CONSTRAINT {} PRIMARY KEY ({})").format(
+                sql.Identifier(primary), _identifiers(table.primary_key)
+            ),
+        )
+    ]
+    found += [(fk.name, _foreign_key(schema, fk)) for fk in table.foreign_keys]
+    return found
+
+
+def _foreign_key(schema: str, fk: ForeignKey) -> sql.Composed:
+    return sql.SQL("CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {} ({}) ON DELETE {}").format(
+        sql.Identifier(fk.name),
+        _identifiers(fk.columns),
+        sql.Identifier(schema, fk.table),
+        _identifiers(fk.references),
+        _ON_DELETE[fk.on_delete],
+    )
+
+
+def _create_index(schema: str, table: str, index: Index) -> sql.Composed:
+    columns = sql.SQL(", ").join(
+        sql.Identifier(c.name) + sql.SQL(" DESC") if c.descending else sql.Identifier(c.name)
+        for c in index.columns
+    )
+    statement = sql.SQL("CREATE {}INDEX IF NOT EXISTS {} ON {} USING {} ({})").format(
+        sql.SQL("UNIQUE ") if index.unique else sql.SQL(""),
+        sql.Identifier(index.name),
+        sql.Identifier(schema, table),
+        _METHODS[index.using],
+        columns,
+    )
+    if index.where is not None:
+        statement += sql.SQL(" WHERE {}").format(_fragment(index.where))
+    return statement
+
+
+def _identifiers(names: tuple[str, ...]) -> sql.Composed:
+    return sql.SQL(", ").join(map(sql.Identifier, names))
+
+
+def _fragment(text: str) -> sql.SQL:
+    # Validated by adapters.postgres.schemata against a narrow pattern (types, literal
+    # defaults, simple predicates): SQL text from the package's own file, not from input.
+    return sql.SQL(text)

@@ -1,0 +1,47 @@
+"""The named SQL blocks of `queries.sql`, loaded once and bound to a schema."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import LiteralString
+
+from psycopg import sql
+
+from domain.runs import Run
+from domain.tasks import Task
+
+# The columns a task or run row is read from: exactly the fields of the domain models.
+TASK_COLUMNS = tuple(Task.model_fields)
+RUN_COLUMNS = tuple(Run.model_fields)
+
+_HEADER = re.compile(r"^-- (?P<name>[a-z_]+) --$", re.MULTILINE)
+
+
+@cache
+def load_queries() -> dict[str, LiteralString]:
+    """Every block of queries.sql by name, with its descriptive comments removed."""
+    text = resources.files(__package__).joinpath("queries.sql").read_text(encoding="utf-8")
+    headers = list(_HEADER.finditer(text))
+    blocks: dict[str, LiteralString] = {}
+    for header, following in zip(headers, [*headers[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        lines = text[header.end() : end].strip().splitlines()
+        body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+        # The file is part of the package, not input: its text is as literal as a constant.
+        blocks[header["name"]] = body.strip().rstrip(";")
+    return blocks
+
+
+def bind_queries(schema: str) -> dict[str, bytes]:
+    """Every block with `{schema}`, `{task_columns}` and `{run_columns}` filled in,
+    rendered once to bytes so that psycopg can prepare each one."""
+    fields = {
+        "schema": sql.Identifier(schema),
+        "task_columns": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),
+        "run_columns": sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
+    }
+    return {
+        name: sql.SQL(body).format(**fields).as_bytes(None) for name, body in load_queries().items()
+    }

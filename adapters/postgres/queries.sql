@@ -1,0 +1,273 @@
+-- Every statement of the PostgreSQL adapter, as named blocks.
+--
+-- `{schema}` is the store's schema, `{task_columns}` and `{run_columns}` the columns that
+-- map onto domain.tasks.Task and domain.runs.Run (composed with psycopg.sql when a store
+-- is built); `%(name)s` are parameters. Result lists name their columns, never `*`, so
+-- that a column added by the initializer does not break a prepared statement.
+
+
+-- lock_schema --
+-- Serialize initializers of one schema: the second waits, then finds nothing to do.
+SELECT pg_advisory_xact_lock(%(key)s);
+
+-- existing_relations --
+-- Tables and indexes already in the schema (relkind 'r', 'p', 'i').
+SELECT c.relname, c.relkind
+FROM pg_catalog.pg_class AS c
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s;
+
+-- existing_columns --
+-- The live columns of the schema's tables.
+SELECT c.relname, a.attname
+FROM pg_catalog.pg_attribute AS a
+JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid
+JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- existing_constraints --
+-- Constraint names in the schema (PostgreSQL has no ADD CONSTRAINT IF NOT EXISTS).
+SELECT con.conname
+FROM pg_catalog.pg_constraint AS con
+JOIN pg_catalog.pg_namespace AS n ON n.oid = con.connamespace
+WHERE n.nspname = %(schema)s;
+
+
+-- ping --
+-- The cheapest statement that proves the server answers.
+SELECT 1;
+
+-- notify --
+-- Wake the listeners of a channel; sent in the transaction of the write it announces.
+SELECT pg_notify(%(channel)s, %(payload)s);
+
+
+-- insert_task --
+-- Create a task at version 1.
+INSERT INTO {schema}.tasks (
+    id, name, description, trigger, target, enabled, tags, misfire_grace_seconds,
+    max_running_instances, jitter_seconds, pause_after_failures, consecutive_failures,
+    next_fire_at, next_run_at, last_run_at, created_at, updated_at, version
+) VALUES (
+    %(id)s, %(name)s, %(description)s, %(trigger)s, %(target)s, %(enabled)s, %(tags)s,
+    %(misfire_grace_seconds)s, %(max_running_instances)s, %(jitter_seconds)s,
+    %(pause_after_failures)s, %(consecutive_failures)s, %(next_fire_at)s, %(next_run_at)s,
+    %(last_run_at)s, %(created_at)s, %(updated_at)s, 1
+)
+RETURNING {task_columns};
+
+-- get_task --
+-- One task by id.
+SELECT {task_columns} FROM {schema}.tasks WHERE id = %(id)s;
+
+-- get_task_by_name --
+-- One task by its unique name.
+SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;
+
+-- list_tasks --
+-- A page of tasks by (created_at, id), after a keyset position when one is given.
+SELECT {task_columns}
+FROM {schema}.tasks
+WHERE (%(enabled)s::boolean IS NULL OR enabled = %(enabled)s::boolean)
+  AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])
+  AND (%(prefix)s::text IS NULL OR starts_with(name, %(prefix)s::text))
+  AND (%(after_created_at)s::timestamptz IS NULL
+       OR (created_at, id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
+ORDER BY created_at, id
+LIMIT %(limit)s;
+
+-- update_task --
+-- Write a task's fields if it is still at the expected version; the schedule only on request.
+UPDATE {schema}.tasks SET
+    name = %(name)s,
+    description = %(description)s,
+    trigger = %(trigger)s,
+    target = %(target)s,
+    enabled = %(enabled)s,
+    tags = %(tags)s,
+    misfire_grace_seconds = %(misfire_grace_seconds)s,
+    max_running_instances = %(max_running_instances)s,
+    jitter_seconds = %(jitter_seconds)s,
+    pause_after_failures = %(pause_after_failures)s,
+    next_fire_at = CASE WHEN %(reschedule)s::boolean
+        THEN %(next_fire_at)s::timestamptz ELSE next_fire_at END,
+    next_run_at = CASE WHEN %(reschedule)s::boolean
+        THEN %(next_run_at)s::timestamptz ELSE next_run_at END,
+    consecutive_failures = CASE WHEN %(reschedule)s::boolean
+        THEN %(consecutive_failures)s::integer ELSE consecutive_failures END,
+    updated_at = %(updated_at)s,
+    version = version + 1
+WHERE id = %(id)s AND version = %(expected_version)s
+RETURNING {task_columns};
+
+-- task_version --
+-- The stored version of a task, to tell a conflict from a missing task.
+SELECT version FROM {schema}.tasks WHERE id = %(id)s;
+
+-- delete_task --
+-- Delete a task; its leases go with it (ON DELETE CASCADE), its runs stay.
+DELETE FROM {schema}.tasks WHERE id = %(id)s RETURNING id;
+
+-- next_due_at --
+-- The earliest next_run_at of an enabled task (the head of tasks_due_idx).
+SELECT min(next_run_at) FROM {schema}.tasks WHERE enabled;
+
+
+-- claim_due --
+-- Lock the due tasks, earliest first (an index range scan of tasks_due_idx), skipping
+-- the rows another claimer holds.
+SELECT {task_columns}
+FROM {schema}.tasks
+WHERE enabled AND next_run_at <= %(now)s
+ORDER BY next_run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- lock_leases --
+-- Take the lease locks of a batch of tasks in the order given (sorted, so no deadlock).
+SELECT pg_advisory_xact_lock(key) FROM unnest(%(keys)s::bigint[]) AS key;
+
+-- count_leases --
+-- Unexpired leases per task. A statement of its own, after lock_leases, so that its
+-- snapshot sees every lease committed by whoever held a lock before us.
+SELECT task_id, count(*)
+FROM {schema}.run_leases
+WHERE task_id = ANY(%(task_ids)s::uuid[]) AND expires_at > %(now)s
+GROUP BY task_id;
+
+-- record_claims --
+-- Write a batch of claims at once: advance the tasks, insert the runs and their leases.
+WITH advanced AS (
+    UPDATE {schema}.tasks AS t SET
+        next_fire_at = a.next_fire_at,
+        next_run_at = a.next_run_at,
+        last_run_at = COALESCE(a.last_run_at, t.last_run_at)
+    FROM unnest(
+        %(task_ids)s::uuid[], %(next_fire_at)s::timestamptz[],
+        %(next_run_at)s::timestamptz[], %(last_run_at)s::timestamptz[]
+    ) AS a (id, next_fire_at, next_run_at, last_run_at)
+    WHERE t.id = a.id
+), recorded AS (
+    INSERT INTO {schema}.runs (
+        id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
+        lease_expires_at, status, error, manual, attempts, replica
+    )
+    SELECT r.id, r.task_id, r.scheduled_for, r.coalesced, r.claimed_at, r.started_at,
+           r.finished_at, r.lease_expires_at, r.status, r.error,
+           %(manual)s::boolean, 0, %(replica)s::text
+    FROM unnest(
+        %(run_ids)s::uuid[], %(run_task_ids)s::uuid[], %(scheduled_for)s::timestamptz[],
+        %(coalesced)s::integer[], %(claimed_at)s::timestamptz[],
+        %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
+        %(lease_expires_at)s::timestamptz[], %(status)s::text[], %(errors)s::text[]
+    ) AS r (id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
+            lease_expires_at, status, error)
+)
+INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
+SELECT l.run_id, l.task_id, l.expires_at, %(replica)s::text
+FROM unnest(
+    %(lease_run_ids)s::uuid[], %(lease_task_ids)s::uuid[], %(lease_expires)s::timestamptz[]
+) AS l (run_id, task_id, expires_at);
+
+
+-- finish_run --
+-- Record how a running run ended, free its lease and count the task's failures, pausing
+-- the task when they reach pause_after_failures. A run no longer running is untouched.
+WITH finished AS (
+    UPDATE {schema}.runs SET
+        status = %(status)s,
+        attempts = %(attempts)s,
+        http_status = %(http_status)s,
+        response_excerpt = %(response_excerpt)s,
+        error = %(error)s,
+        started_at = COALESCE(%(started_at)s::timestamptz, started_at),
+        finished_at = %(finished_at)s
+    WHERE id = %(run_id)s AND status = 'running'
+    RETURNING {run_columns}
+), freed AS (
+    DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM finished)
+), counted AS (
+    -- t is the latest row version, so concurrent finishes of one task each count.
+    UPDATE {schema}.tasks AS t SET
+        consecutive_failures = CASE WHEN f.status = 'failed'
+            THEN t.consecutive_failures + 1 ELSE 0 END,
+        enabled = t.enabled AND NOT (f.status = 'failed'
+            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)),
+        next_fire_at = CASE WHEN t.enabled AND f.status = 'failed'
+            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
+            THEN NULL ELSE t.next_fire_at END,
+        next_run_at = CASE WHEN t.enabled AND f.status = 'failed'
+            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
+            THEN NULL ELSE t.next_run_at END,
+        updated_at = CASE WHEN t.enabled AND f.status = 'failed'
+            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
+            THEN %(finished_at)s ELSE t.updated_at END,
+        version = t.version + CASE WHEN t.enabled AND f.status = 'failed'
+            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
+            THEN 1 ELSE 0 END
+    FROM finished AS f
+    WHERE t.id = f.task_id AND NOT f.manual AND f.status IN ('succeeded', 'failed')
+    -- New values here: the failure that just reached the limit, on a now disabled task.
+    RETURNING t.id AS paused_task,
+        NOT t.enabled AND f.status = 'failed'
+            AND t.consecutive_failures = t.pause_after_failures AS paused
+)
+SELECT {run_columns}, coalesce(c.paused, false) AS paused
+FROM finished
+LEFT JOIN counted AS c ON c.paused_task = finished.task_id;
+
+-- get_run --
+-- One run by id.
+SELECT {run_columns} FROM {schema}.runs WHERE id = %(id)s;
+
+-- lock_run --
+-- One run by id, locked until the transaction ends (cancel against finish).
+SELECT {run_columns} FROM {schema}.runs WHERE id = %(id)s FOR UPDATE;
+
+-- list_runs --
+-- A task's runs, newest first, from the start of its history.
+SELECT {run_columns}
+FROM {schema}.runs
+WHERE task_id = %(task_id)s AND (%(status)s::text IS NULL OR status = %(status)s::text)
+ORDER BY scheduled_for DESC, id DESC
+LIMIT %(limit)s;
+
+-- list_runs_after --
+-- A task's runs, newest first, strictly after a keyset position (an index range scan).
+SELECT {run_columns}
+FROM {schema}.runs
+WHERE task_id = %(task_id)s AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (scheduled_for, id) < (%(after_scheduled_for)s::timestamptz, %(after_id)s::uuid)
+ORDER BY scheduled_for DESC, id DESC
+LIMIT %(limit)s;
+
+-- request_cancel --
+-- Flag a run's lease so that the replica running it stops it.
+UPDATE {schema}.run_leases SET cancel_requested = true WHERE run_id = %(id)s;
+
+-- cancel_requested --
+-- Which of these runs have a cancel request on their lease.
+SELECT run_id FROM {schema}.run_leases
+WHERE run_id = ANY(%(ids)s::uuid[]) AND cancel_requested;
+
+-- expire_lost_runs --
+-- Fail the running runs whose lease expired (their replica is gone) and free the leases.
+WITH lost AS (
+    UPDATE {schema}.runs SET status = 'failed', error = %(error)s, finished_at = %(finished_at)s
+    WHERE status = 'running' AND lease_expires_at < %(now)s
+    RETURNING {run_columns}
+), freed AS (
+    DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM lost)
+)
+SELECT {run_columns} FROM lost;
+
+-- delete_runs_before --
+-- Delete one bounded batch of finished runs scheduled before the cutoff, oldest first.
+DELETE FROM {schema}.runs
+WHERE id = ANY(ARRAY(
+    SELECT id FROM {schema}.runs
+    WHERE status <> 'running' AND scheduled_for < %(cutoff)s
+    ORDER BY scheduled_for
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+));

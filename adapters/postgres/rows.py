@@ -1,0 +1,42 @@
+"""Rows to domain models and back. Trigger and target cross as JSONB through their
+pydantic models, validated both ways; nothing is pickled."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from domain.runs import Run
+from domain.tasks import Task
+
+
+def task_params(task: Task) -> dict[str, Any]:
+    """The parameters of insert_task and update_task."""
+    return {
+        "id": task.id,
+        "name": task.name,
+        "description": task.description,
+        "trigger": Jsonb(task.trigger.model_dump(mode="json")),
+        "target": Jsonb(task.target.model_dump(mode="json")),
+        "enabled": task.enabled,
+        "tags": list(task.tags),
+        "misfire_grace_seconds": task.misfire_grace_seconds,
+        "max_running_instances": task.max_running_instances,
+        "jitter_seconds": task.jitter_seconds,
+        "pause_after_failures": task.pause_after_failures,
+        "consecutive_failures": task.consecutive_failures,
+        "next_fire_at": task.next_fire_at,
+        "next_run_at": task.next_run_at,
+        "last_run_at": task.last_run_at,
+        "created_at": task.created_at,
+        "updated_at": task.updated_at,
+    }
+
+
+def to_task(row: dict[str, Any]) -> Task:
+    return Task.model_validate(row)
+
+
+def to_run(row: dict[str, Any]) -> Run:
+    return Run.model_validate(row)
