@@ -1,0 +1,346 @@
+"""The HTTP executor: performs one run of a task's target (API.md, "Outbound calls")."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic import JsonValue
+
+from adapters.clock import SystemClock
+from adapters.http.auth import (
+    REDACTED,
+    Credentials,
+    MissingSecret,
+    OAuth2Tokens,
+    TokenError,
+    credentials_for,
+    redacted_header,
+)
+from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
+from adapters.http.guard import OutboundDenied, OutboundGuard, Resolver
+from adapters.http.settings import HttpExecutorSettings
+from adapters.http.templates import TemplateFailed, Templates, rfc3339
+from adapters.http.transport import GuardedTransport
+from application.ports import Clock, RenderedRequest
+from domain.errors import InvalidRequest
+from domain.runs import Run, RunOutcome, RunStatus
+from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
+
+logger = logging.getLogger("scheduler.http")
+
+_SECRET_HEADERS = ("Authorization", "Proxy-Authorization")
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """A run's request before authentication: rendered, with the scheduler's headers."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: JsonValue
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    """How one call ended: an answer (`status`) or an error."""
+
+    status: int | None = None
+    excerpt: str | None = None
+    error: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+class HttpExecutor:
+    """Calls HTTP targets through one pooled httpx client behind the outbound guard.
+
+    Secrets are read from `environ` (default: `os.environ`, read at call time) when a
+    call is made and never appear in outcomes or logs. `resolver` replaces DNS (tests);
+    `clock` stamps `started_at`, `finished_at` and the templates' `now`.
+    """
+
+    def __init__(
+        self,
+        settings: HttpExecutorSettings | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        resolver: Resolver | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._settings = settings or HttpExecutorSettings()
+        self._environ = environ
+        self._guard = OutboundGuard(self._settings.allow, self._settings.deny, resolver=resolver)
+        self._clock = clock or SystemClock()
+        self._templates = Templates()
+        self._client: httpx.AsyncClient | None = None
+        self._tokens = OAuth2Tokens(self._http)
+
+    def check(self, target: HttpTarget) -> None:
+        if target.template:
+            self._templates.check(target)
+        self._check_host("target.url", target.url)
+        if isinstance(target.auth, OAuth2ClientCredentials):
+            self._check_host("target.auth.token_url", target.auth.token_url)
+
+    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+        started = self._clock.now()
+        try:
+            request = self._prepare(task, run, last_run_at, started)
+            credentials = credentials_for(task.target.auth, self._env())
+        except (TemplateFailed, MissingSecret) as exc:
+            self._log(task, run, 0, logging.WARNING, "not called: %s", exc)
+            return RunOutcome(
+                status=RunStatus.FAILED,
+                error=str(exc),
+                started_at=started,
+                finished_at=self._clock.now(),
+            )
+        calls, result = await self._call(task, run, request, credentials)
+        error = result.error
+        if error is not None and calls > 1:
+            error = f"{error} (after {calls} attempts)"
+        return RunOutcome(
+            status=RunStatus.SUCCEEDED if result.succeeded else RunStatus.FAILED,
+            attempts=calls,
+            http_status=result.status,
+            response_excerpt=result.excerpt,
+            error=error,
+            started_at=started,
+            finished_at=self._clock.now(),
+        )
+
+    async def render(
+        self, task: Task, run: Run, last_run_at: datetime | None, *, redact: bool
+    ) -> RenderedRequest:
+        """Raises InvalidRequest for a template that fails to render or, unredacted, a
+        secret that is not set; unredacted OAuth2 fetches a token (TokenError)."""
+        try:
+            request = self._prepare(task, run, last_run_at, self._clock.now())
+        except TemplateFailed as exc:
+            raise InvalidRequest(exc.field, str(exc)) from None
+        headers = httpx.Headers(request.headers)
+        auth = task.target.auth
+        if redact:
+            for name in _SECRET_HEADERS:
+                if name in headers:
+                    headers[name] = REDACTED
+            shown = redacted_header(auth)
+            if shown is not None:
+                headers["Authorization"] = shown
+        else:
+            try:
+                credentials = credentials_for(auth, self._env())
+            except MissingSecret as exc:
+                raise InvalidRequest(exc.field, str(exc)) from None
+            value = await self._authorization(credentials, task.target.timeout_seconds)
+            if value is not None:
+                headers["Authorization"] = value
+        built = self._build(request, headers, task.target.timeout_seconds)
+        return RenderedRequest(
+            method=request.method,
+            url=request.url,
+            headers={name.decode(): value.decode() for name, value in built.headers.raw},
+            body=request.body,
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    # -- one run ------------------------------------------------------------------
+
+    async def _call(
+        self, task: Task, run: Run, request: _Request, credentials: Credentials
+    ) -> tuple[int, _Result]:
+        """Call until success, a final failure or the retry policy's last attempt;
+        return the number of calls and how the last one ended."""
+        policy = task.target.retry
+        calls, attempt, refreshed = 0, 1, False
+        while True:
+            calls += 1
+            started = time.monotonic()
+            result = await self._attempt(task.target, request, credentials)
+            self._log_result(task, run, calls, result, time.monotonic() - started)
+            if result.status == 401 and credentials.oauth2_secret is not None and not refreshed:
+                # The token may have been revoked or expired early: one more call with a
+                # fresh token, outside the retry budget.
+                refreshed = True
+                self._tokens.drop(credentials)
+                continue
+            if not result.retryable or attempt >= policy.max_attempts:
+                return calls, result
+            attempt += 1
+            wait = policy.wait_before(attempt, result.retry_after)
+            self._log(task, run, calls, logging.INFO, "retrying in %gs", wait)
+            await asyncio.sleep(wait)
+
+    async def _attempt(
+        self, target: HttpTarget, request: _Request, credentials: Credentials
+    ) -> _Result:
+        timeout = target.timeout_seconds
+        limit = self._settings.response_excerpt_bytes
+        try:
+            async with asyncio.timeout(timeout):
+                headers = httpx.Headers(request.headers)
+                authorization = await self._authorization(credentials, timeout)
+                if authorization is not None:
+                    headers["Authorization"] = authorization
+                response = await self._http().send(
+                    self._build(request, headers, timeout), stream=True
+                )
+                try:
+                    excerpt = await read_excerpt(response, limit, credentials.secrets)
+                finally:
+                    await response.aclose()
+        except TokenError as exc:
+            return _Result(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
+        except Exception as exc:
+            failure = describe(exc, _url(request.url), timeout)
+            if failure.message.startswith("unexpected error"):
+                logger.error("unexpected error calling a target: %s", type(exc).__name__)
+            message = scrub(failure.message, credentials.secrets)
+            return _Result(error=message, retryable=failure.retryable)
+        status = response.status_code
+        if 200 <= status < 300:
+            return _Result(status=status, excerpt=excerpt)
+        retryable = status == 429 or status >= 500
+        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        return _Result(
+            status=status,
+            excerpt=excerpt,
+            error=f"HTTP {status} {response.reason_phrase}".rstrip(),
+            retryable=retryable,
+            retry_after=retry_after if retryable else None,
+        )
+
+    async def _authorization(self, credentials: Credentials, timeout_seconds: float) -> str | None:
+        if credentials.header is not None:
+            return credentials.header
+        if credentials.oauth2_secret is not None:
+            return await self._tokens.authorization(credentials, timeout_seconds)
+        return None
+
+    # -- building requests --------------------------------------------------------
+
+    def _prepare(
+        self, task: Task, run: Run, last_run_at: datetime | None, now: datetime
+    ) -> _Request:
+        target = task.target
+        if target.template:
+            url, headers, body = self._templates.render(
+                target, _context(task, run, last_run_at, now)
+            )
+        else:
+            url, headers, body = target.url, dict(target.headers), target.body
+        if run.manual:
+            key = f"{task.id}:{run.id}"
+        else:
+            key = f"{task.id}:{int(run.scheduled_for.timestamp())}"
+        headers |= {
+            "Idempotency-Key": key,
+            "X-Scheduler-Task-Id": str(task.id),
+            "X-Scheduler-Run-Id": str(run.id),
+            "X-Scheduler-Scheduled-For": rfc3339(run.scheduled_for),
+        }
+        return _Request(target.method, url, headers, body)
+
+    def _build(self, request: _Request, headers: httpx.Headers, timeout: float) -> httpx.Request:
+        return self._http().build_request(
+            request.method,
+            request.url,
+            headers=headers,
+            json=request.body,
+            timeout=httpx.Timeout(timeout),
+        )
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=GuardedTransport(
+                    self._guard, max_connections=self._settings.max_connections
+                ),
+                headers={"User-Agent": self._settings.user_agent},
+                # No proxies or .netrc from the environment; redirects are answers.
+                trust_env=False,
+                follow_redirects=False,
+            )
+        return self._client
+
+    def _env(self) -> Mapping[str, str]:
+        return os.environ if self._environ is None else self._environ
+
+    def _check_host(self, field: str, url: str) -> None:
+        host = urlsplit(url).hostname
+        if host:
+            try:
+                self._guard.check_static(host)
+            except OutboundDenied as exc:
+                raise InvalidRequest(field, str(exc)) from None
+
+    # -- logging ------------------------------------------------------------------
+
+    def _log_result(
+        self, task: Task, run: Run, attempt: int, result: _Result, seconds: float
+    ) -> None:
+        level = logging.INFO if result.succeeded else logging.WARNING
+        what = f"HTTP {result.status}" if result.status is not None else result.error
+        logger.log(
+            level,
+            "task %s run %s attempt %d: %s in %.0f ms",
+            task.id,
+            run.id,
+            attempt,
+            what,
+            seconds * 1000,
+            extra=_fields(task, run, attempt, http_status=result.status, duration=seconds),
+        )
+
+    def _log(
+        self, task: Task, run: Run, attempt: int, level: int, message: str, *args: Any
+    ) -> None:
+        logger.log(
+            level,
+            "task %s run %s attempt %d: " + message,
+            task.id,
+            run.id,
+            attempt,
+            *args,
+            extra=_fields(task, run, attempt),
+        )
+
+
+def _fields(task: Task, run: Run, attempt: int, **more: Any) -> dict[str, Any]:
+    return {"task_id": str(task.id), "run_id": str(run.id), "attempt": attempt, **more}
+
+
+def _url(url: str) -> httpx.URL:
+    try:
+        return httpx.URL(url)
+    except httpx.InvalidURL:
+        return httpx.URL("http://invalid/")
+
+
+def _context(task: Task, run: Run, last_run_at: datetime | None, now: datetime) -> dict[str, Any]:
+    scheduled_for = rfc3339(run.scheduled_for)
+    return {
+        "task": task.model_dump(mode="json", exclude={"next_fire_at"}),
+        "run": {"id": str(run.id), "scheduled_for": scheduled_for, "manual": run.manual},
+        "scheduled_for": scheduled_for,
+        "now": rfc3339(now),
+        "last_run": None if last_run_at is None else rfc3339(last_run_at),
+    }

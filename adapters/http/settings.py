@@ -1,0 +1,56 @@
+"""Settings of the HTTP executor, and the version it names in its User-Agent."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from domain.runs import RESPONSE_EXCERPT_LIMIT
+
+
+def package_version() -> str:
+    """The installed version of imbi-scheduler, or the source tree's when not installed."""
+    try:
+        return metadata.version("imbi-scheduler")
+    except metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+@dataclass(frozen=True)
+class HttpExecutorSettings:
+    """How the executor calls targets.
+
+    `allow` and `deny` hold host names or CIDR networks (a bare address is a /32 or
+    /128): the outbound guard's lists (API.md, "Outbound guard").
+    """
+
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    response_excerpt_bytes: int = RESPONSE_EXCERPT_LIMIT
+    max_connections: int = 200
+    user_agent: str = field(default_factory=lambda: f"imbi-scheduler/{package_version()}")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.response_excerpt_bytes <= RESPONSE_EXCERPT_LIMIT:
+            raise ValueError(f"response_excerpt_bytes must be within 0..{RESPONSE_EXCERPT_LIMIT}")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> HttpExecutorSettings:
+        """Read SCHEDULER_TARGET_ALLOW and SCHEDULER_TARGET_DENY (comma-separated)."""
+        return cls(
+            allow=_split(environ.get("SCHEDULER_TARGET_ALLOW", "")),
+            deny=_split(environ.get("SCHEDULER_TARGET_DENY", "")),
+        )
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())

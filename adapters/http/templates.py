@@ -1,0 +1,140 @@
+"""Target templates: url, header values and body strings rendered by a sandboxed Jinja2."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2.environment import Template
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import JsonValue
+
+from domain.errors import InvalidRequest
+from domain.tasks import HttpTarget, check_http_url
+
+# The names a template may use (API.md, `target.template`).
+NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
+# A bound on what one template may produce, so a template cannot exhaust memory
+# with `"x" * 10**9`. Loops are bounded by the sandbox's range() limit only.
+MAX_RENDERED_CHARS = 1_000_000
+_MAX_EXPONENT = 1_000
+_COMPILED_CACHE = 4096
+
+
+class TemplateFailed(Exception):
+    """A template did not render; `field` is the dotted path of the string."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"template {field} failed to render: {detail}")
+        self.field = field
+        self.detail = detail
+
+
+def rfc3339(instant: datetime) -> str:
+    """`instant` in UTC with a `Z`, as API.md writes times."""
+    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class _Sandbox(SandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
+        if operator_ == "**":
+            if isinstance(right, int | float) and abs(right) > _MAX_EXPONENT:
+                raise SecurityError(f"exponent above {_MAX_EXPONENT}")
+            return operator.pow(left, right)
+        for sequence, count in ((left, right), (right, left)):
+            if (
+                isinstance(sequence, str | list | tuple)
+                and isinstance(count, int)
+                and len(sequence) * count > MAX_RENDERED_CHARS
+            ):
+                raise SecurityError("the result of * would be too large")
+        return operator.mul(left, right)
+
+
+def template_strings(target: HttpTarget) -> Iterator[tuple[str, str]]:
+    """(dotted field path, source) of every string a template target renders."""
+    yield "target.url", target.url
+    for name, value in target.headers.items():
+        yield f"target.headers.{name}", value
+    yield from _body_strings("target.body", target.body)
+
+
+def _body_strings(path: str, value: JsonValue) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _body_strings(f"{path}.{key}", item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _body_strings(f"{path}.{index}", item)
+
+
+class Templates:
+    def __init__(self) -> None:
+        self._env = _Sandbox(undefined=StrictUndefined, autoescape=False)
+        self._compiled: dict[str, Template] = {}
+
+    def check(self, target: HttpTarget) -> None:
+        """Parse every template of `target`. Raises InvalidRequest for one that does
+        not parse or that uses a name outside NAMES."""
+        for field, source in template_strings(target):
+            try:
+                ast = self._env.parse(source)
+            except TemplateError as exc:
+                raise InvalidRequest(field, f"template does not parse: {exc}") from None
+            unknown = meta.find_undeclared_variables(ast) - NAMES
+            if unknown:
+                names = ", ".join(sorted(unknown))
+                allowed = ", ".join(sorted(NAMES))
+                raise InvalidRequest(field, f"template uses unknown {names} (known: {allowed})")
+
+    def render(
+        self, target: HttpTarget, context: Mapping[str, Any]
+    ) -> tuple[str, dict[str, str], JsonValue]:
+        """The url, headers and body of `target` rendered. Raises TemplateFailed."""
+        url = self._render("target.url", target.url, context)
+        try:
+            check_http_url(url)
+        except ValueError as exc:
+            raise TemplateFailed("target.url", f"{url!r} {exc}") from None
+        headers = {}
+        for name, value in target.headers.items():
+            field = f"target.headers.{name}"
+            rendered = self._render(field, value, context)
+            if "\r" in rendered or "\n" in rendered:
+                raise TemplateFailed(field, "the value contains a line break")
+            headers[name] = rendered
+        return url, headers, self._render_body("target.body", target.body, context)
+
+    def _render_body(self, path: str, value: JsonValue, context: Mapping[str, Any]) -> JsonValue:
+        if isinstance(value, str):
+            return self._render(path, value, context)
+        if isinstance(value, dict):
+            return {k: self._render_body(f"{path}.{k}", v, context) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._render_body(f"{path}.{i}", v, context) for i, v in enumerate(value)]
+        return value
+
+    def _render(self, field: str, source: str, context: Mapping[str, Any]) -> str:
+        try:
+            rendered = self._template(source).render(context)
+        except Exception as exc:  # a template raises whatever its expressions raise
+            raise TemplateFailed(field, f"{type(exc).__name__}: {exc}") from None
+        if len(rendered) > MAX_RENDERED_CHARS:
+            raise TemplateFailed(field, f"renders to more than {MAX_RENDERED_CHARS} characters")
+        return rendered
+
+    def _template(self, source: str) -> Template:
+        template = self._compiled.get(source)
+        if template is None:
+            if len(self._compiled) >= _COMPILED_CACHE:
+                self._compiled.clear()
+            template = self._compiled[source] = self._env.from_string(source)
+        return template

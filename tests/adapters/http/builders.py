@@ -1,0 +1,63 @@
+"""Tasks and runs built with the real domain models, for the HTTP executor's tests."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+from typing import Any
+from uuid import uuid4
+
+from domain.runs import Run, RunStatus
+from domain.tasks import Task
+
+T0 = datetime(2026, 3, 9, 6, 30, tzinfo=timezone.utc)
+FAST_RETRY = {"max_attempts": 3, "backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
+
+
+def make_task(url: str, *, tags: list[str] | None = None, **target: Any) -> Task:
+    return Task.model_validate(
+        {
+            "id": uuid4(),
+            "name": "nightly-report",
+            "trigger": {"kind": "interval", "every": 60, "start_at": "2026-01-01T00:00:00Z"},
+            "target": {"url": url, **target},
+            "tags": tags or [],
+            "created_at": T0,
+            "updated_at": T0,
+            "next_fire_at": T0,
+            "next_run_at": T0,
+        }
+    )
+
+
+def make_run(task: Task, *, manual: bool = False, scheduled_for: datetime = T0) -> Run:
+    return Run(
+        id=uuid4(),
+        task_id=task.id,
+        scheduled_for=scheduled_for,
+        claimed_at=scheduled_for,
+        status=RunStatus.RUNNING,
+        manual=manual,
+        replica="test:1",
+    )
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class FakeResolver:
+    """DNS as a table: names map to address lists; others fail like getaddrinfo."""
+
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+        self.lookups: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        self.lookups.append(host)
+        if host not in self.table:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return self.table[host]

@@ -1,0 +1,256 @@
+"""One call: method, headers, body, the outcome, and the clear errors of failed calls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from adapters.http import HttpExecutor, HttpExecutorSettings
+from domain.runs import RunStatus
+from tests.adapters.http.builders import T0, FakeResolver, closed_port, make_run, make_task
+from tests.adapters.http.conftest import MakeExecutor
+from tests.fixtures.target import RecordingTarget, Response
+
+
+async def test_sends_method_headers_and_json_body(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/run", Response(201, b'{"accepted": true}'))
+    task = make_task(
+        recording_target.url("/run"),
+        method="PUT",
+        headers={"X-Team": "data"},
+        body={"any": "json", "n": [1, 2]},
+    )
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    [request] = recording_target.received("/run")
+    assert request.method == "PUT"
+    assert request.header("X-Team") == "data"
+    assert request.header("Content-Type") == "application/json"
+    assert request.json() == {"any": "json", "n": [1, 2]}
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert outcome.http_status == 201
+    assert outcome.attempts == 1
+    assert outcome.response_excerpt == '{"accepted": true}'
+    assert outcome.error is None
+    assert outcome.started_at is not None and outcome.started_at.tzinfo is not None
+    assert outcome.started_at <= outcome.finished_at
+
+
+async def test_outbound_headers_of_a_scheduled_run(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(recording_target.url("/"))
+    run = make_run(task)
+
+    await executor.execute(task, run, None)
+
+    [request] = recording_target.received()
+    assert request.header("Idempotency-Key") == f"{task.id}:{int(T0.timestamp())}"
+    assert request.header("X-Scheduler-Task-Id") == str(task.id)
+    assert request.header("X-Scheduler-Run-Id") == str(run.id)
+    assert request.header("X-Scheduler-Scheduled-For") == "2026-03-09T06:30:00Z"
+    assert request.header("User-Agent") == "imbi-scheduler/0.1.0"
+
+
+async def test_a_manual_run_keys_by_run_id(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(recording_target.url("/"))
+    run = make_run(task, manual=True)
+
+    await executor.execute(task, run, None)
+
+    [request] = recording_target.received()
+    assert request.header("Idempotency-Key") == f"{task.id}:{run.id}"
+
+
+async def test_no_body_when_body_is_null(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(recording_target.url("/"), method="GET")
+
+    await executor.execute(task, make_run(task), None)
+
+    [request] = recording_target.received()
+    assert request.method == "GET"
+    assert request.body == b""
+    assert request.header("Content-Type") is None
+
+
+async def test_user_agent_from_settings(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    executor = make_executor(HttpExecutorSettings(user_agent="custom/1"))
+    task = make_task(recording_target.url("/"))
+
+    await executor.execute(task, make_run(task), None)
+
+    assert recording_target.received()[0].header("User-Agent") == "custom/1"
+
+
+async def test_a_non_2xx_answer_fails(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(404, b"no such thing"))
+    task = make_task(recording_target.url("/"))
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.http_status == 404
+    assert outcome.error == "HTTP 404 Not Found"
+    assert outcome.response_excerpt == "no such thing"
+
+
+async def test_a_redirect_is_an_answer_not_followed(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(302, b"", {"Location": "/elsewhere"}))
+    task = make_task(recording_target.url("/"))
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert (outcome.status, outcome.http_status) == (RunStatus.FAILED, 302)
+    assert recording_target.received("/elsewhere") == []
+
+
+async def test_a_hanging_target_times_out(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(delay=10))
+    task = make_task(recording_target.url("/"), timeout_seconds=0.3)
+
+    started = time.monotonic()
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert time.monotonic() - started < 2
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == "timed out after 0.3s"
+    assert outcome.http_status is None
+    assert outcome.attempts == 1
+
+
+async def test_a_refused_connection(executor: HttpExecutor) -> None:
+    port = closed_port()
+    task = make_task(f"http://127.0.0.1:{port}/")
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == f"connection refused by 127.0.0.1:{port}"
+
+
+async def test_a_tls_error(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
+    # The recording target speaks plain HTTP, so the TLS handshake fails.
+    task = make_task(recording_target.url("/").replace("http://", "https://"))
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error is not None
+    assert outcome.error.startswith("TLS error connecting to 127.0.0.1:")
+
+
+async def test_a_dns_failure(make_executor: MakeExecutor) -> None:
+    executor = make_executor(resolver=FakeResolver({}))
+    task = make_task("http://nowhere.test/")
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == "DNS lookup of 'nowhere.test' failed: Name or service not known"
+
+
+async def test_connects_to_the_address_the_guard_checked(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    # "target.test" exists only in the injected resolver: the call arrives because the
+    # transport connects to the resolved, checked address, keeping the original Host.
+    resolver = FakeResolver({"target.test": ["127.0.0.1"]})
+    executor = make_executor(resolver=resolver)
+    port = recording_target.base_url.rsplit(":", 1)[1]
+    task = make_task(f"http://target.test:{port}/named")
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    [request] = recording_target.received("/named")
+    assert request.header("Host") == f"target.test:{port}"
+    assert resolver.lookups == ["target.test"]
+
+
+async def test_connections_are_pooled(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    resolver = FakeResolver({"target.test": ["127.0.0.1"]})
+    executor = make_executor(resolver=resolver)
+    port = recording_target.base_url.rsplit(":", 1)[1]
+    task = make_task(f"http://target.test:{port}/")
+
+    for _ in range(3):
+        await executor.execute(task, make_run(task), None)
+
+    assert len(recording_target.received()) == 3
+    assert resolver.lookups == ["target.test"]  # one connection, kept alive
+
+
+@pytest.mark.parametrize(
+    ("body", "limit", "expected"),
+    [
+        pytest.param(b"x" * 5000, 100, "x" * 100, id="capped"),
+        pytest.param(b"short", 100, "short", id="whole"),
+        pytest.param(b"ok\xff\x00end", 100, "ok\ufffd\ufffdend", id="bad-bytes-and-nul"),
+        pytest.param("é".encode() * 10, 5, "éé\ufffd", id="cut-inside-a-character"),
+        pytest.param(b"anything", 0, "", id="zero"),
+    ],
+)
+async def test_response_excerpt(
+    make_executor: MakeExecutor,
+    recording_target: RecordingTarget,
+    body: bytes,
+    limit: int,
+    expected: str,
+) -> None:
+    executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=limit))
+    recording_target.respond("/", Response(200, body))
+    task = make_task(recording_target.url("/"))
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.response_excerpt == expected
+
+
+async def test_cancellation_propagates(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(delay=10))
+    task = make_task(recording_target.url("/"))
+    call = asyncio.create_task(executor.execute(task, make_run(task), None))
+    for _ in range(500):  # the target runs in another thread: poll until it has the call
+        if recording_target.received():
+            break
+        await asyncio.sleep(0.01)
+
+    call.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
+def test_settings_from_the_environment() -> None:
+    settings = HttpExecutorSettings.from_environ(
+        {"SCHEDULER_TARGET_ALLOW": "api.test, 10.0.0.0/8", "SCHEDULER_TARGET_DENY": ""}
+    )
+
+    assert settings.allow == ("api.test", "10.0.0.0/8")
+    assert settings.deny == ()
+
+
+def test_settings_reject_an_excerpt_beyond_the_run_limit() -> None:
+    with pytest.raises(ValueError, match="response_excerpt_bytes"):
+        HttpExecutorSettings(response_excerpt_bytes=4096)

@@ -1,0 +1,158 @@
+"""Retries per `target.retry`: what is retried, the waits, and one key for all attempts."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from adapters.http import HttpExecutor
+from adapters.http.failures import retry_after_seconds
+from domain.runs import RunStatus
+from tests.adapters.http.builders import FAST_RETRY, closed_port, make_run, make_task
+from tests.fixtures.target import RecordingTarget, Response
+
+
+async def test_retries_a_503_with_the_same_key(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(503), Response(200, b"done"))
+    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    run = make_run(task)
+
+    outcome = await executor.execute(task, run, None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert (outcome.attempts, outcome.http_status, outcome.error) == (2, 200, None)
+    first, second = recording_target.received()
+    for name in ("Idempotency-Key", "X-Scheduler-Run-Id"):
+        assert first.header(name) == second.header(name) is not None
+    assert second.header("X-Scheduler-Run-Id") == str(run.id)
+
+
+async def test_gives_up_after_max_attempts(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(503, b"busy"))
+    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.attempts == 3
+    assert outcome.http_status == 503
+    assert outcome.error == "HTTP 503 Service Unavailable (after 3 attempts)"
+    assert len(recording_target.received()) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 409, 422])
+async def test_no_retry_on_a_client_error(
+    executor: HttpExecutor, recording_target: RecordingTarget, status: int
+) -> None:
+    recording_target.respond("/", Response(status), Response(200))
+    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert (outcome.status, outcome.attempts, outcome.http_status) == (
+        RunStatus.FAILED,
+        1,
+        status,
+    )
+    assert len(recording_target.received()) == 1
+
+
+async def test_retries_a_429(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
+    recording_target.respond("/", Response(429), Response(200))
+    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert (outcome.status, outcome.attempts) == (RunStatus.SUCCEEDED, 2)
+
+
+async def test_retries_a_timeout(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
+    recording_target.respond("/", Response(delay=5), Response(200))
+    task = make_task(recording_target.url("/"), timeout_seconds=0.3, retry=FAST_RETRY)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert (outcome.status, outcome.attempts) == (RunStatus.SUCCEEDED, 2)
+
+
+async def test_retries_a_refused_connection(executor: HttpExecutor) -> None:
+    port = closed_port()
+    task = make_task(f"http://127.0.0.1:{port}/", retry=FAST_RETRY)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.attempts == 3
+    assert outcome.error == f"connection refused by 127.0.0.1:{port} (after 3 attempts)"
+
+
+async def test_retry_after_overrides_the_backoff(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(503, headers={"Retry-After": "0"}), Response(200))
+    retry = {"max_attempts": 2, "backoff_seconds": 30, "max_backoff_seconds": 60}
+    task = make_task(recording_target.url("/"), retry=retry)
+
+    started = time.monotonic()
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert time.monotonic() - started < 5  # not the 30 s backoff
+
+
+async def test_retry_after_is_capped_by_max_backoff(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(429, headers={"Retry-After": "3600"}), Response(200))
+    retry = {"max_attempts": 2, "backoff_seconds": 0.01, "max_backoff_seconds": 0.3}
+    task = make_task(recording_target.url("/"), retry=retry)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    first, second = recording_target.received()
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert 0.25 <= second.received_at - first.received_at < 2
+
+
+async def test_backoff_doubles_between_attempts(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(500))
+    retry = {"max_attempts": 3, "backoff_seconds": 0.1, "max_backoff_seconds": 1}
+    task = make_task(recording_target.url("/"), retry=retry)
+
+    await executor.execute(task, make_run(task), None)
+
+    first, second, third = (r.received_at for r in recording_target.received())
+    assert second - first >= 0.09
+    assert third - second >= 0.19
+
+
+NOW = datetime(2026, 3, 9, 6, 30, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(None, None, id="absent"),
+        pytest.param("120", 120.0, id="seconds"),
+        pytest.param(" 0 ", 0.0, id="zero"),
+        pytest.param("Mon, 09 Mar 2026 06:31:00 GMT", 60.0, id="http-date"),
+        pytest.param("Mon, 09 Mar 2026 06:00:00 GMT", 0.0, id="http-date-past"),
+        pytest.param("-5", None, id="negative"),
+        pytest.param("soon", None, id="garbage"),
+    ],
+)
+def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
+    assert retry_after_seconds(value, NOW) == expected
+
+
+def test_retry_after_http_date_defaults_to_now() -> None:
+    later = datetime.now(timezone.utc) + timedelta(seconds=100)
+    seconds = retry_after_seconds(later.strftime("%a, %d %b %Y %H:%M:%S GMT"))
+    assert seconds is not None and 95 <= seconds <= 100
