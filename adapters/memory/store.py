@@ -1,0 +1,360 @@
+"""The TaskStore port in memory, with the semantics of the PostgreSQL store.
+
+One `InMemoryTaskStore` is one database: several engines of one process may share it,
+and an asyncio lock makes each claim atomic, as a PostgreSQL transaction with
+`FOR UPDATE SKIP LOCKED` does. Every task goes in and comes out as a deep copy, so no
+caller ever holds state the store holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID, uuid4
+
+from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
+from application.ports import RunPageKey, TaskFilter, TaskPageKey
+from domain.claims import claim, lease_duration, resolve_status, truncate
+from domain.errors import (
+    DuplicateTaskName,
+    RunNotFound,
+    RunNotRunning,
+    TaskNotFound,
+    VersionConflict,
+)
+from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
+from domain.tasks import Task, TaskSpec
+
+_WRITABLE = tuple(TaskSpec.model_fields)
+_SCHEDULE = ("next_fire_at", "next_run_at", "consecutive_failures")
+
+
+@dataclass(slots=True)
+class _Lease:
+    task_id: UUID
+    expires_at: datetime
+    cancel_requested: bool = False
+
+
+class InMemoryTaskStore:
+    """A full `TaskStore` in one process. `notifier` is its wake-up channel."""
+
+    def __init__(self) -> None:
+        self.notifier = InMemoryNotifier()
+        self._lock = asyncio.Lock()
+        self._tasks: dict[UUID, Task] = {}
+        self._names: dict[str, UUID] = {}
+        self._runs: dict[UUID, Run] = {}
+        self._leases: dict[UUID, _Lease] = {}  # by run id
+
+    def new_waker(self) -> InMemoryWaker:
+        """A waker that every mutation of this store wakes."""
+        return InMemoryWaker(self.notifier)
+
+    # -- tasks ------------------------------------------------------------------
+
+    async def create_task(self, task: Task) -> Task:
+        async with self._lock:
+            if task.name in self._names:
+                raise DuplicateTaskName(task.name)
+            if task.id in self._tasks:
+                raise ValueError(f"a task with id {task.id} already exists")
+            stored = _copy(task.model_copy(update={"version": 1}))
+            self._tasks[task.id] = stored
+            self._names[task.name] = task.id
+        self.notifier.notify()
+        return _copy(stored)
+
+    async def get_task(self, task_id: UUID) -> Task:
+        return _copy(self._task(task_id))
+
+    async def get_task_by_name(self, name: str) -> Task:
+        task_id = self._names.get(name)
+        if task_id is None:
+            raise TaskNotFound(name)
+        return _copy(self._task(task_id))
+
+    async def list_tasks(
+        self, task_filter: TaskFilter, after: TaskPageKey | None, limit: int
+    ) -> list[Task]:
+        start = None if after is None else (after.created_at, after.id)
+        found = sorted(
+            (
+                task
+                for task in self._tasks.values()
+                if _matches(task, task_filter)
+                and (start is None or (task.created_at, task.id) > start)
+            ),
+            key=lambda task: (task.created_at, task.id),
+        )
+        return [_copy(task) for task in found[:limit]]
+
+    async def update_task(self, task: Task, expected_version: int, *, reschedule: bool) -> Task:
+        async with self._lock:
+            stored = self._task(task.id)
+            if stored.version != expected_version:
+                raise VersionConflict(task.id, expected_version, stored.version)
+            owner = self._names.get(task.name)
+            if owner is not None and owner != task.id:
+                raise DuplicateTaskName(task.name)
+            fields = _WRITABLE + _SCHEDULE if reschedule else _WRITABLE
+            update = {name: getattr(task, name) for name in fields}
+            update |= {"version": stored.version + 1, "updated_at": task.updated_at}
+            updated = _copy(stored.model_copy(update=update))
+            del self._names[stored.name]
+            self._names[updated.name] = updated.id
+            self._tasks[updated.id] = updated
+        self.notifier.notify()
+        return _copy(updated)
+
+    async def delete_task(self, task_id: UUID) -> None:
+        async with self._lock:
+            task = self._task(task_id)
+            del self._tasks[task_id]
+            del self._names[task.name]
+            for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
+                del self._leases[run_id]
+        self.notifier.notify()
+
+    async def next_due_at(self) -> datetime | None:
+        due = [t.next_run_at for t in self._tasks.values() if t.enabled and t.next_run_at]
+        return min(due, default=None)
+
+    # -- claims and runs --------------------------------------------------------
+
+    async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
+        claimed: list[ClaimedRun] = []
+        async with self._lock:
+            due = sorted(
+                (
+                    task
+                    for task in self._tasks.values()
+                    if task.enabled and task.next_run_at is not None and task.next_run_at <= now
+                ),
+                key=lambda task: (task.next_run_at, task.id),
+            )
+            for task in due:
+                if len(claimed) >= limit:
+                    break
+                decision = claim(task, now)
+                if decision is None:
+                    continue
+                status = resolve_status(
+                    decision.status, self._active_leases(task.id, now), task.max_running_instances
+                )
+                run = self._record_run(
+                    task, now, replica, status, decision.scheduled_for, decision.coalesced
+                )
+                update: dict[str, object] = {
+                    "next_fire_at": decision.next_fire_at,
+                    "next_run_at": decision.next_run_at,
+                }
+                if status is RunStatus.RUNNING:
+                    update["last_run_at"] = truncate(now)
+                self._tasks[task.id] = task.model_copy(update=update)
+                claimed.append(ClaimedRun(task=_copy(task), run=run))
+        return claimed
+
+    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+        async with self._lock:
+            task = self._task(task_id)
+            status = resolve_status(
+                RunStatus.RUNNING, self._active_leases(task_id, now), task.max_running_instances
+            )
+            run = self._record_run(task, now, replica, status, truncate(now), 1, manual=True)
+            return ClaimedRun(task=_copy(task), run=run)
+
+    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
+        if outcome.status is RunStatus.RUNNING:
+            raise ValueError("a run cannot finish as running")
+        paused = False
+        async with self._lock:
+            run = self._run(run_id)
+            if run.status is not RunStatus.RUNNING:
+                return run
+            finished = run.model_copy(
+                update={
+                    "status": outcome.status,
+                    "attempts": outcome.attempts,
+                    "http_status": outcome.http_status,
+                    "response_excerpt": outcome.response_excerpt,
+                    "error": outcome.error,
+                    "started_at": outcome.started_at or run.started_at,
+                    "finished_at": outcome.finished_at,
+                }
+            )
+            self._runs[run_id] = finished
+            self._leases.pop(run_id, None)
+            task = self._tasks.get(run.task_id)
+            if task is not None and not run.manual:
+                paused = self._count_outcome(task, outcome)
+        if paused:
+            self.notifier.notify()
+        return finished
+
+    async def get_run(self, run_id: UUID) -> Run:
+        return self._run(run_id)
+
+    async def list_runs(
+        self, task_id: UUID, status: RunStatus | None, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        start = None if after is None else (after.scheduled_for, after.id)
+        found = sorted(
+            (
+                run
+                for run in self._runs.values()
+                if run.task_id == task_id
+                and (status is None or run.status is status)
+                and (start is None or (run.scheduled_for, run.id) < start)
+            ),
+            key=lambda run: (run.scheduled_for, run.id),
+            reverse=True,
+        )
+        return found[:limit]
+
+    async def request_cancel(self, run_id: UUID) -> Run:
+        async with self._lock:
+            run = self._run(run_id)
+            if run.status is not RunStatus.RUNNING:
+                raise RunNotRunning(run_id, run.status.value)
+            lease = self._leases.get(run_id)
+            if lease is not None:
+                lease.cancel_requested = True
+        self.notifier.notify()
+        return run
+
+    async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:
+        leases = self._leases
+        return {
+            run_id
+            for run_id in run_ids
+            if (lease := leases.get(run_id)) is not None and lease.cancel_requested
+        }
+
+    async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        lost: list[Run] = []
+        async with self._lock:
+            for run in list(self._runs.values()):
+                expires = run.lease_expires_at
+                if run.status is RunStatus.RUNNING and expires is not None and expires < now:
+                    failed = run.model_copy(
+                        update={
+                            "status": RunStatus.FAILED,
+                            "error": REPLICA_LOST,
+                            "finished_at": truncate(now),
+                        }
+                    )
+                    self._runs[run.id] = failed
+                    self._leases.pop(run.id, None)
+                    lost.append(failed)
+        return lost
+
+    async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
+        async with self._lock:
+            old = sorted(
+                (r for r in self._runs.values() if r.status.finished and r.scheduled_for < cutoff),
+                key=lambda run: (run.scheduled_for, run.id),
+            )[:batch]
+            for run in old:
+                del self._runs[run.id]
+        return len(old)
+
+    async def ping(self) -> None:
+        return None
+
+    # -- internals (callers hold the lock where they write) -------------------------
+
+    def _task(self, task_id: UUID) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def _run(self, run_id: UUID) -> Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+    def _active_leases(self, task_id: UUID, now: datetime) -> int:
+        return sum(
+            1
+            for lease in self._leases.values()
+            if lease.task_id == task_id and lease.expires_at > now
+        )
+
+    def _record_run(
+        self,
+        task: Task,
+        now: datetime,
+        replica: str,
+        status: RunStatus,
+        scheduled_for: datetime,
+        coalesced: int,
+        *,
+        manual: bool = False,
+    ) -> Run:
+        claimed_at = truncate(now)
+        running = status is RunStatus.RUNNING
+        expires = claimed_at + lease_duration(task.target) if running else None
+        run = Run(
+            id=uuid4(),
+            task_id=task.id,
+            scheduled_for=scheduled_for,
+            coalesced=coalesced,
+            claimed_at=claimed_at,
+            started_at=claimed_at if running else None,
+            finished_at=None if running else claimed_at,
+            lease_expires_at=expires,
+            status=status,
+            manual=manual,
+            error=_NOT_CALLED.get(status),
+            replica=replica,
+        )
+        self._runs[run.id] = run
+        if expires is not None:
+            self._leases[run.id] = _Lease(task.id, expires)
+        return run
+
+    def _count_outcome(self, task: Task, outcome: RunOutcome) -> bool:
+        """Count a scheduled run's outcome on its task; True when it paused the task."""
+        if outcome.status is RunStatus.SUCCEEDED:
+            failures = 0
+        elif outcome.status is RunStatus.FAILED:
+            failures = task.consecutive_failures + 1
+        else:
+            return False
+        update: dict[str, object] = {"consecutive_failures": failures}
+        limit = task.pause_after_failures
+        paused = task.enabled and limit is not None and failures >= limit
+        if paused:
+            update |= {
+                "enabled": False,
+                "next_fire_at": None,
+                "next_run_at": None,
+                "version": task.version + 1,
+                "updated_at": outcome.finished_at,
+            }
+        self._tasks[task.id] = task.model_copy(update=update)
+        return paused
+
+
+_NOT_CALLED = {
+    RunStatus.MISSED: "claimed later than misfire_grace_seconds after its time; not called",
+    RunStatus.SKIPPED: "max_running_instances runs were in flight; not called",
+}
+
+
+def _copy(task: Task) -> Task:
+    return task.model_copy(deep=True)
+
+
+def _matches(task: Task, task_filter: TaskFilter) -> bool:
+    if task_filter.enabled is not None and task.enabled is not task_filter.enabled:
+        return False
+    if task_filter.tag is not None and task_filter.tag not in task.tags:
+        return False
+    prefix = task_filter.name_prefix
+    return prefix is None or task.name.startswith(prefix)
