@@ -179,7 +179,7 @@ class OAuth2Tokens:
         )
         try:
             response = await self._client().send(request)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # httpx's errors and the guard's
             failure = describe(exc, request.url, timeout_seconds)
             raise TokenError(
                 scrub(f"{where} failed: {failure.message}", secrets), retryable=failure.retryable

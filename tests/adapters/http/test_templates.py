@@ -1,0 +1,207 @@
+"""Templates: what they see, what they render, and the errors at create and at run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from adapters.http import HttpExecutor
+from domain.errors import InvalidRequest
+from domain.runs import RunStatus
+from domain.tasks import HttpTarget
+from tests.adapters.http.builders import T0, make_run, make_task
+from tests.fixtures.target import RecordingTarget
+
+
+async def test_url_headers_and_body_are_rendered(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(
+        recording_target.url("/{{ task.name }}?at={{ scheduled_for }}"),
+        template=True,
+        tags=["reports", "nightly"],
+        headers={"X-Run": "{{ run.id }}", "X-Manual": "{{ run.manual }}"},
+        body={
+            "task": "{{ task.id }}",
+            "window": ["{{ last_run }}", "{{ run.scheduled_for }}"],
+            "tags": "{{ task.tags | join(',') }}",
+            "untouched": 5,
+            "{{ keys }}": "are not templates",
+        },
+    )
+    run = make_run(task)
+
+    outcome = await executor.execute(task, run, T0 - timedelta(hours=1))
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    [request] = recording_target.received()
+    assert request.path == "/nightly-report?at=2026-03-09T06:30:00Z"
+    assert request.header("X-Run") == str(run.id)
+    assert request.header("X-Manual") == "False"
+    assert request.json() == {
+        "task": str(task.id),
+        "window": ["2026-03-09T05:30:00Z", "2026-03-09T06:30:00Z"],
+        "tags": "reports,nightly",
+        "untouched": 5,
+        "{{ keys }}": "are not templates",
+    }
+
+
+async def test_last_run_is_none_and_now_is_utc(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(
+        recording_target.url("/"),
+        template=True,
+        body={"last": "{{ last_run is none }}", "now": "{{ now }}"},
+    )
+
+    await executor.execute(task, make_run(task), None)
+
+    body = recording_target.received()[0].json()
+    assert body["last"] == "True"
+    assert body["now"].endswith("Z")
+
+
+async def test_the_task_as_json_has_no_internal_fields(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(
+        recording_target.url("/"),
+        template=True,
+        body={"next_fire_at": "{{ 'next_fire_at' in task }}", "next": "{{ task.next_run_at }}"},
+    )
+
+    await executor.execute(task, make_run(task), None)
+
+    assert recording_target.received()[0].json() == {
+        "next_fire_at": "False",
+        "next": "2026-03-09T06:30:00Z",
+    }
+
+
+async def test_without_template_strings_are_sent_as_written(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = make_task(recording_target.url("/"), body={"raw": "{{ task.name }}"})
+
+    await executor.execute(task, make_run(task), None)
+
+    assert recording_target.received()[0].json() == {"raw": "{{ task.name }}"}
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "detail"),
+    [
+        pytest.param(
+            {"body": {"items": [{"x": "{{ task.no_such_field }}"}]}},
+            "target.body.items.0.x",
+            "UndefinedError",
+            id="undefined-attribute",
+        ),
+        pytest.param(
+            {"headers": {"X-Div": "{{ 1 // 0 }}"}},
+            "target.headers.X-Div",
+            "ZeroDivisionError",
+            id="runtime-error",
+        ),
+        pytest.param(
+            {"body": {"x": "{{ task.__class__.__mro__ }}"}},
+            "target.body.x",
+            "SecurityError: access to attribute '__class__' of 'dict' object is unsafe",
+            id="sandbox-private-attribute",
+        ),
+        pytest.param(
+            {"body": {"x": "{{ 'x' * 100000000 }}"}},
+            "target.body.x",
+            "SecurityError",
+            id="sandbox-huge-string",
+        ),
+        pytest.param(
+            {"headers": {"X-Break": "a{{ '\\r\\n' }}Injected: yes"}},
+            "target.headers.X-Break",
+            "line break",
+            id="header-injection",
+        ),
+    ],
+)
+async def test_a_render_failure_fails_the_run_without_a_call(
+    executor: HttpExecutor,
+    recording_target: RecordingTarget,
+    target: dict,
+    field: str,
+    detail: str,
+) -> None:
+    task = make_task(recording_target.url("/"), template=True, **target)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.attempts == 0
+    assert outcome.error is not None
+    assert outcome.error.startswith(f"template {field} failed to render: ")
+    assert detail in outcome.error
+    assert recording_target.received() == []
+
+
+async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -> None:
+    task = make_task("http://{{ '' }}/", template=True)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.error == ("template target.url failed to render: 'http:///' must name a host")
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "message"),
+    [
+        pytest.param(
+            {"url": "http://h.test/{{ task.name "},
+            "target.url",
+            "template does not parse",
+            id="url-syntax",
+        ),
+        pytest.param(
+            {"url": "http://h.test/", "headers": {"X-Team": "{% if %}"}},
+            "target.headers.X-Team",
+            "template does not parse",
+            id="header-syntax",
+        ),
+        pytest.param(
+            {"url": "http://h.test/", "body": {"a": [1, "{{ }}"]}},
+            "target.body.a.1",
+            "template does not parse",
+            id="body-syntax",
+        ),
+        pytest.param(
+            {"url": "http://h.test/", "body": {"a": "{{ secrets.TOKEN }}"}},
+            "target.body.a",
+            "template uses unknown secrets",
+            id="unknown-name",
+        ),
+    ],
+)
+def test_check_rejects_a_bad_template(
+    executor: HttpExecutor, target: dict, field: str, message: str
+) -> None:
+    with pytest.raises(InvalidRequest) as rejected:
+        executor.check(HttpTarget.model_validate({**target, "template": True}))
+
+    assert rejected.value.field == field
+    assert rejected.value.message.startswith(message)
+
+
+def test_check_ignores_template_syntax_when_template_is_false(executor: HttpExecutor) -> None:
+    executor.check(HttpTarget(url="http://h.test/", body={"a": "{{ not a template"}))
+
+
+def test_check_accepts_good_templates(executor: HttpExecutor) -> None:
+    executor.check(
+        HttpTarget(
+            url="http://h.test/{{ task.name }}",
+            headers={"X-At": "{{ now }}"},
+            body={"a": ["{% if last_run %}{{ last_run }}{% endif %}", "{{ run.id }}"]},
+            template=True,
+        )
+    )
