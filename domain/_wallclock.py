@@ -1,0 +1,107 @@
+"""Wall-clock times, instants and the DST rules that join them (see docs/triggers.md).
+
+Everything here is pure: time zones come from `zoneinfo`, and no function reads a clock.
+Instants travel as aware UTC datetimes with whole seconds; wall times as naive datetimes.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+UTC = timezone.utc
+ONE_SECOND = timedelta(seconds=1)
+
+_FIRST = datetime.min.replace(tzinfo=UTC) + timedelta(days=2)
+_LAST = datetime.max.replace(tzinfo=UTC) - timedelta(days=2)
+
+# Names zoneinfo resolves but that are not IANA zones: they mean whatever the host's
+# configuration says, so a trigger using them would fire differently on each replica.
+_HOST_ALIASES = frozenset({"localtime", "posixrules"})
+
+
+@functools.lru_cache(maxsize=512)
+def zone(name: str) -> ZoneInfo:
+    """The `ZoneInfo` for an IANA name that `check_zone_name` accepted."""
+    return ZoneInfo(name)
+
+
+def check_zone_name(name: str) -> str:
+    """Return `name` when it is a time zone zoneinfo knows, else raise ValueError."""
+    if name in _HOST_ALIASES:
+        raise ValueError(f"{name!r} names the host's own zone, not an IANA time zone")
+    try:
+        zone(name)
+    except (ValueError, KeyError, OSError, UnicodeError) as exc:
+        raise ValueError(
+            f"unknown time zone {name!r}; use an IANA name like 'Europe/London'"
+        ) from exc
+    return name
+
+
+def require_aware(value: datetime, what: str = "after") -> None:
+    """Raise ValueError for a naive datetime, which has no instant of its own."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {value.isoformat()}")
+
+
+def instant(value: datetime, tz: ZoneInfo) -> datetime:
+    """The UTC instant `value` names, truncated to the second.
+
+    An aware value keeps its own offset; a naive one is a wall time in `tz`, read by the
+    gap and fold rules (PEP 495 `fold=0`: the offset in force before the transition).
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        value = value.replace(tzinfo=tz, fold=0)
+    return value.astimezone(UTC).replace(microsecond=0)
+
+
+def wall_instant(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The one instant a naive wall time fires at under the fold=0 rule."""
+    return wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+
+
+def repeated_instant(wall: datetime, tz: ZoneInfo) -> datetime | None:
+    """The second instant of a wall time that happens twice, else None.
+
+    In a fold, `fold=1` reads the wall time with the offset after the transition, which
+    gives a later instant. In a gap it gives an earlier one, which is not a fire time.
+    """
+    first = wall.replace(tzinfo=tz, fold=0).utcoffset()
+    second = wall.replace(tzinfo=tz, fold=1).utcoffset()
+    if first is None or second is None or second >= first:
+        return None
+    return (wall - second).replace(tzinfo=UTC)
+
+
+def offset_at(tz: ZoneInfo, moment: datetime, shift: timedelta = timedelta(0)) -> timedelta:
+    """The UTC offset `tz` is at on the aware instant `moment + shift`.
+
+    The instant is clamped to two days inside datetime's range, so that looking around
+    an instant near year 1 or 9999 does not overflow.
+    """
+    try:
+        moment = min(max(moment + shift, _FIRST), _LAST)
+    except OverflowError:
+        moment = _FIRST if shift < timedelta(0) else _LAST
+    offset = moment.astimezone(tz).utcoffset()
+    assert offset is not None  # a ZoneInfo always has one
+    return offset
+
+
+def transition_between(tz: ZoneInfo, low: datetime, high: datetime) -> datetime:
+    """The first instant in (low, high] at `high`'s offset, to the second.
+
+    Callers know the offsets at `low` and `high` differ and that only one transition lies
+    between them, so a bisection finds it in about 17 steps for a day-long window.
+    """
+    before = offset_at(tz, low)
+    lo, hi = 0, int((high - low).total_seconds())
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        if offset_at(tz, low + timedelta(seconds=middle)) == before:
+            lo = middle
+        else:
+            hi = middle
+    return low + timedelta(seconds=hi)
