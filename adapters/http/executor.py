@@ -132,7 +132,7 @@ class HttpExecutor:
             request = self._prepare(task, run, last_run_at, self._clock.now())
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
-        headers = httpx.Headers(request.headers)
+        headers = _headers(request.headers)
         auth = task.target.auth
         if redact:
             for name in _SECRET_HEADERS:
@@ -196,7 +196,7 @@ class HttpExecutor:
         limit = self._settings.response_excerpt_bytes
         try:
             async with asyncio.timeout(timeout):
-                headers = httpx.Headers(request.headers)
+                headers = _headers(request.headers)
                 authorization = await self._authorization(credentials, timeout)
                 if authorization is not None:
                     headers["Authorization"] = authorization
@@ -326,6 +326,11 @@ class HttpExecutor:
 
 def _fields(task: Task, run: Run, attempt: int, **more: Any) -> dict[str, Any]:
     return {"task_id": str(task.id), "run_id": str(run.id), "attempt": attempt, **more}
+
+
+def _headers(values: Mapping[str, str]) -> httpx.Headers:
+    # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
+    return httpx.Headers({name.encode(): value.encode() for name, value in values.items()})
 
 
 def _url(url: str) -> httpx.URL:

@@ -3,6 +3,7 @@ ever leaking into an outcome, an error or a log line."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -191,6 +192,23 @@ async def test_oauth2_token_is_cached_across_runs(
     assert {r.header("Authorization") for r in recording_target.received("/api")} == {
         "Bearer access-1"
     }
+
+
+async def test_concurrent_runs_fetch_one_token(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    slow_token = Response(200, token_answer("access-1").body, delay=0.2)
+    recording_target.respond("/token", slow_token)
+    executor = make_executor(environ={"CLIENT_SECRET": CLIENT_SECRET})
+    task = oauth2_task(recording_target)
+
+    outcomes = await asyncio.gather(
+        *(executor.execute(task, make_run(task), None) for _ in range(10))
+    )
+
+    assert {o.status for o in outcomes} == {RunStatus.SUCCEEDED}
+    assert len(recording_target.received("/token")) == 1
+    assert len(recording_target.received("/api")) == 10
 
 
 async def test_oauth2_token_about_to_expire_is_fetched_again(

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
 from domain.runs import RunStatus
-from tests.adapters.http.builders import T0, FakeResolver, closed_port, make_run, make_task
+from tests.adapters.http.builders import (
+    FAST_RETRY,
+    T0,
+    FakeResolver,
+    closed_port,
+    make_run,
+    make_task,
+)
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -254,3 +262,42 @@ def test_settings_from_the_environment() -> None:
 def test_settings_reject_an_excerpt_beyond_the_run_limit() -> None:
     with pytest.raises(ValueError, match="response_excerpt_bytes"):
         HttpExecutorSettings(response_excerpt_bytes=4096)
+
+
+async def test_non_ascii_header_values_are_sent_as_utf8(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    executor = make_executor(environ={"TOK": "tøken"})
+    task = make_task(
+        recording_target.url("/"),
+        headers={"X-Team": "café"},
+        auth={"type": "bearer", "token_env": "TOK"},
+    )
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    [request] = recording_target.received()
+    # http.server decodes header bytes as ISO-8859-1.
+    assert request.header("X-Team") == "café".encode().decode("latin-1")
+    assert request.header("Authorization") == "Bearer tøken".encode().decode("latin-1")
+
+
+async def test_attempts_are_logged_with_their_fields(
+    executor: HttpExecutor,
+    recording_target: RecordingTarget,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler.http")
+    recording_target.respond("/", Response(503), Response(200))
+    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    run = make_run(task)
+
+    await executor.execute(task, run, None)
+
+    attempts = [r for r in caplog.records if r.name == "scheduler.http" and "ms" in r.message]
+    assert [(r.task_id, r.run_id, r.attempt, r.http_status) for r in attempts] == [
+        (str(task.id), str(run.id), 1, 503),
+        (str(task.id), str(run.id), 2, 200),
+    ]
+    assert [r.levelno for r in attempts] == [logging.WARNING, logging.INFO]
