@@ -126,6 +126,8 @@ class InMemoryTaskStore:
 
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
         claimed: list[ClaimedRun] = []
+        # Yield as a database round trip would, so engines sharing the store interleave.
+        await asyncio.sleep(0)
         async with self._lock:
             due = sorted(
                 (

@@ -1,0 +1,286 @@
+"""The native engine: a trigger loop that wakes, claims, calls and records.
+
+One `TriggerLoop` per process. It sleeps until the nearest `next_run_at` (at most
+`max_poll_interval`) or until the waker reports a change, claims due runs in batches no
+larger than its free slots, runs each claimed run as its own asyncio task, and records
+the outcome. Several loops, in one process or many, share a store safely: the store's
+claim is the only coordination. docs/engine.md tells the whole story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from application.engine_runs import CANCEL_ERROR, RunRunner, run_fields
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver, NoopObserver
+from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
+from domain.errors import StoreUnavailable
+from domain.runs import ClaimedRun, RunStatus
+
+log = logging.getLogger("scheduler.engine")
+
+
+class TriggerLoop:
+    """Fills the `Engine` port (and `RunDispatcher`, for manual runs) with a loop over
+    the `TaskStore`, `Waker`, `Executor` and `Clock` ports."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        waker: Waker,
+        executor: Executor,
+        clock: Clock,
+        settings: EngineSettings | None = None,
+        observer: EngineObserver | None = None,
+    ) -> None:
+        self._store = store
+        self._waker = waker
+        self._clock = clock
+        self._settings = settings = settings or EngineSettings()
+        self._observer = observer = observer or NoopObserver()
+        self._runs = RunRunner(store, executor, clock, settings, observer, self._slot_freed)
+        self._main: asyncio.Task[None] | None = None
+        self._wake: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._stop_requested = asyncio.Event()
+        self._slots_free = asyncio.Event()
+        self._starved = False
+        self._healthy = False
+        self._waker_started = False
+        self._last_pass_at: datetime | None = None
+        self._next_lost_sweep: datetime | None = None
+        self._next_retention_sweep: datetime | None = None
+
+    @property
+    def settings(self) -> EngineSettings:
+        return self._settings
+
+    @property
+    def alive(self) -> bool:
+        """Running, not stopping, and the last pass over the store succeeded."""
+        main = self._main
+        return main is not None and not main.done() and self._healthy and not self._stopping
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._runs)
+
+    @property
+    def last_pass_at(self) -> datetime | None:
+        """The clock's time when the last successful pass over the store began: once it
+        is at or after an instant, everything due at that instant has been claimed."""
+        return self._last_pass_at
+
+    async def start(self) -> None:
+        """Start the loop in the background; returns at once. Idempotent."""
+        if self._main is not None:
+            return
+        self._main = asyncio.create_task(self._run(), name=f"trigger-loop {self._settings.replica}")
+        log.info("engine started", extra={"replica": self._settings.replica})
+
+    def dispatch(self, claimed: ClaimedRun) -> None:
+        """Run a claimed run (a manual fire) on this engine, under its ceiling."""
+        self._runs.dispatch(claimed)
+
+    async def stop(self) -> None:
+        """Stop claiming, let in-flight runs finish up to `drain_timeout`, cancel the
+        rest and record them FAILED, and return when nothing is left running."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._stop_requested.set()
+        main = self._main
+        if main is not None and not main.done():
+            # The loop leaves at its next step; a store call that hangs is given up.
+            _, pending = await asyncio.wait({main}, timeout=self._settings.drain_timeout)
+            if pending:
+                main.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await main
+        await self._runs.drain()
+        self._cancel_wake()
+        log.info("engine stopped", extra={"replica": self._settings.replica})
+
+    async def kill(self) -> None:
+        """Die as a killed process would (for tests): cancel the loop and every run
+        without recording anything; their leases stay until they expire."""
+        main = self._main
+        if main is not None:
+            main.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await main
+        await self._runs.abandon()
+        self._cancel_wake()
+
+    # -- the loop -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            if not self._stopping:
+                await self._runs.abandon()
+            raise
+        finally:
+            self._healthy = False
+
+    async def _loop(self) -> None:
+        backoff = self._settings.store_retry_initial
+        while not self._stopping:
+            try:
+                deadline = await self._tick()
+            except Exception as exc:
+                self._healthy = False
+                self._report_store_error(exc, backoff)
+                await self._pause(backoff)
+                backoff = min(backoff * 2, self._settings.store_retry_max)
+                continue
+            self._healthy = True
+            backoff = self._settings.store_retry_initial
+            await self._sleep_until(deadline)
+
+    async def _tick(self) -> datetime:
+        """One pass over the store; returns when to look again at the latest."""
+        began = self._clock.now()
+        if not self._waker_started:
+            await self._waker.start()
+            self._waker_started = True
+        await self._check_cancels()
+        await self._claim()
+        now = self._clock.now()
+        await self._sweep(now)
+        deadline = await self._deadline(now)
+        self._last_pass_at = began
+        return deadline
+
+    async def _claim(self) -> None:
+        """Claim batches while they come back full and slots are free."""
+        settings = self._settings
+        while not self._stopping:
+            free = settings.max_concurrent_runs - len(self._runs)
+            if free <= 0:
+                self._starved = True
+                return
+            limit = min(settings.batch_size, free)
+            began = time.perf_counter()
+            batch = await self._store.claim_due(self._clock.now(), limit, settings.replica)
+            seconds = time.perf_counter() - began
+            self._observer.claim_batch(len(batch), seconds)
+            if batch:
+                self._log_batch(batch, seconds)
+            for claimed in batch:
+                self._runs.dispatch(claimed)
+            if len(batch) < limit:
+                return
+
+    async def _check_cancels(self) -> None:
+        cancellable = self._runs.cancellable()
+        if cancellable:
+            for run_id in await self._store.cancel_requested(cancellable):
+                self._runs.cancel(run_id, RunStatus.CANCELLED, CANCEL_ERROR)
+
+    async def _sweep(self, now: datetime) -> None:
+        settings = self._settings
+        if self._next_lost_sweep is None or now >= self._next_lost_sweep:
+            for run in await self._store.expire_lost_runs(now):
+                log.warning("run lost with its replica", extra=run_fields(run))
+                self._observer.run_finished(run, 0.0)
+            self._next_lost_sweep = now + settings.lost_run_sweep_interval
+        if self._next_retention_sweep is None or now >= self._next_retention_sweep:
+            cutoff = now - settings.run_retention
+            deleted = 0
+            for _ in range(settings.retention_max_batches):
+                count = await self._store.delete_runs_before(cutoff, settings.retention_batch_size)
+                deleted += count
+                if count < settings.retention_batch_size:
+                    break
+            if deleted:
+                log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
+            self._next_retention_sweep = now + settings.retention_sweep_interval
+
+    async def _deadline(self, now: datetime) -> datetime:
+        settings = self._settings
+        deadline = now + settings.max_poll_interval
+        for sweep in (self._next_lost_sweep, self._next_retention_sweep):
+            if sweep is not None and sweep < deadline:
+                deadline = sweep
+        if self._starved:
+            return deadline  # a finishing run wakes the loop
+        due = await self._store.next_due_at()
+        # A task still due now was not claimable (another replica holds it): poll.
+        if due is not None and now < due < deadline:
+            deadline = due
+        return deadline
+
+    async def _sleep_until(self, deadline: datetime) -> None:
+        """Until the deadline, a notification, a freed slot, or stop."""
+        if self._wake is None or self._wake.done():
+            self._wake = asyncio.create_task(self._wait_for_waker())
+        sleeper = asyncio.create_task(self._clock.sleep_until(deadline))
+        slots = asyncio.create_task(self._slots_free.wait())
+        stop = asyncio.create_task(self._stop_requested.wait())
+        try:
+            await asyncio.wait({self._wake, sleeper, slots, stop}, return_when="FIRST_COMPLETED")
+        finally:
+            for waiter in (sleeper, slots, stop):
+                waiter.cancel()
+        self._slots_free.clear()
+
+    async def _wait_for_waker(self) -> None:
+        try:
+            await self._waker.wait()
+        except Exception as exc:
+            # The bounded sleep covers a broken waker; don't spin on it.
+            log.warning("waker failed: %s", exc, extra={"error": repr(exc)})
+            await asyncio.sleep(self._settings.store_retry_initial)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_requested.wait(), seconds)
+
+    def _slot_freed(self) -> None:
+        if self._starved:
+            self._starved = False
+            self._slots_free.set()
+
+    def _cancel_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.cancel()
+            self._wake = None
+
+    # -- logs -----------------------------------------------------------------------
+
+    def _report_store_error(self, exc: Exception, retry_in: float) -> None:
+        self._observer.store_error(exc)
+        fields = {"replica": self._settings.replica, "retry_in": retry_in, "error": repr(exc)}
+        if isinstance(exc, StoreUnavailable):
+            log.warning("store unavailable; retrying", extra=fields)
+        else:
+            log.exception("engine pass failed; retrying", extra=fields)
+
+    def _log_batch(self, batch: list[ClaimedRun], seconds: float) -> None:
+        statuses = [claimed.run.status for claimed in batch]
+        log.info(
+            "claimed %d runs",
+            len(batch),
+            extra={
+                "replica": self._settings.replica,
+                "count": len(batch),
+                "running": statuses.count(RunStatus.RUNNING),
+                "missed": statuses.count(RunStatus.MISSED),
+                "skipped": statuses.count(RunStatus.SKIPPED),
+                "seconds": round(seconds, 6),
+            },
+        )
+
+
+if TYPE_CHECKING:
+
+    def _fills_the_ports(loop: TriggerLoop) -> tuple[Engine, RunDispatcher]:
+        return loop, loop

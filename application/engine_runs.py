@@ -1,0 +1,227 @@
+"""The runs one engine has in flight: each calls its target and records how it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from uuid import UUID
+
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
+from application.ports import Clock, Executor, TaskStore
+from domain.claims import LEASE_MARGIN, lease_duration, run_instant
+from domain.errors import RunNotFound
+from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
+
+log = logging.getLogger("scheduler.engine")
+
+CANCEL_ERROR = "cancelled through the API"
+DRAIN_ERROR = "scheduler stopped before the run finished (drain timeout)"
+LEASE_ERROR = "the run outlived its lease and was stopped"
+
+
+class RunRunner:
+    """Runs claimed runs as asyncio tasks, under the engine's ceiling.
+
+    A run is cancellable (with a reason that becomes its recorded outcome) from
+    dispatch until its call returns; recording is never interrupted by a cancel with a
+    reason, only by `abandon()`, which plays a killed process.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        executor: Executor,
+        clock: Clock,
+        settings: EngineSettings,
+        observer: EngineObserver,
+        on_done: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._clock = clock
+        self._settings = settings
+        self._observer = observer
+        self._on_done = on_done
+        self._semaphore = asyncio.Semaphore(settings.max_concurrent_runs)
+        self._tasks: dict[UUID, asyncio.Task[None]] = {}
+        self._cancellable: set[UUID] = set()
+        self._reasons: dict[UUID, tuple[RunStatus, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def cancellable(self) -> list[UUID]:
+        """Runs whose call is still in progress (or waiting for a slot)."""
+        return list(self._cancellable)
+
+    def dispatch(self, claimed: ClaimedRun) -> None:
+        run = claimed.run
+        if not claimed.should_call:
+            log.info("run not called", extra=run_fields(run, self._lateness(claimed)))
+            self._observer.run_finished(run, 0.0)
+            return
+        if run.id in self._tasks:
+            return
+        self._cancellable.add(run.id)
+        self._tasks[run.id] = asyncio.create_task(self._execute(claimed), name=f"run {run.id}")
+        self._observer.in_flight(len(self._tasks))
+
+    def cancel(self, run_id: UUID, status: RunStatus, error: str) -> bool:
+        """Stop a run's call and record it with `status` and `error`. False when the
+        run is not here or its call already ended."""
+        task = self._tasks.get(run_id)
+        if task is None or run_id not in self._cancellable or run_id in self._reasons:
+            return False
+        self._reasons[run_id] = (status, error)
+        task.cancel()
+        return True
+
+    async def drain(self) -> None:
+        """Let runs finish up to the drain timeout, then cancel the rest as FAILED."""
+        if not self._tasks:
+            return
+        log.info("draining %d runs", len(self._tasks), extra={"count": len(self._tasks)})
+        await asyncio.wait(set(self._tasks.values()), timeout=self._settings.drain_timeout)
+        if not self._tasks:
+            return
+        log.warning(
+            "drain timeout: cancelling %d runs", len(self._tasks), extra={"count": len(self._tasks)}
+        )
+        for run_id in list(self._cancellable):
+            self.cancel(run_id, RunStatus.FAILED, DRAIN_ERROR)
+        await asyncio.wait(set(self._tasks.values()), timeout=self._settings.record_grace)
+        if self._tasks:
+            log.error(
+                "runs left unrecorded at stop; the lost-run sweep will fail them",
+                extra={"count": len(self._tasks)},
+            )
+            await self.abandon()
+
+    async def abandon(self) -> None:
+        """Cancel every run without recording anything (a killed process)."""
+        self._reasons.clear()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- one run ------------------------------------------------------------------
+
+    async def _execute(self, claimed: ClaimedRun) -> None:
+        run = claimed.run
+        began = time.perf_counter()
+        try:
+            outcome, lateness = await self._call(claimed)
+            recorded = await self._record(run, outcome)
+            duration = time.perf_counter() - began
+            final = recorded or run.model_copy(update=dict(outcome))
+            fields = run_fields(final, lateness) | {
+                "duration": round(duration, 6),
+                "attempts": final.attempts,
+                "http_status": final.http_status,
+                "error": final.error,
+            }
+            log.info("run %s", final.status.value, extra=fields)
+            self._observer.run_finished(final, duration)
+        finally:
+            self._tasks.pop(run.id, None)
+            self._cancellable.discard(run.id)
+            self._reasons.pop(run.id, None)
+            self._observer.in_flight(len(self._tasks))
+            self._on_done()
+
+    async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float]:
+        task, run = claimed.task, claimed.run
+        started_at: datetime | None = None
+        lateness = 0.0
+        try:
+            async with self._semaphore:
+                started_at = self._clock.now()
+                lateness = self._lateness(claimed)
+                self._observer.run_started(claimed, lateness)
+                async with asyncio.timeout(self._budget(claimed)):
+                    outcome = await self._executor.execute(task, run, task.last_run_at)
+        except asyncio.CancelledError:
+            reason = self._reasons.get(run.id)
+            if reason is None:
+                raise
+            _uncancel()
+            outcome = self._ended(*reason, started_at)
+        except TimeoutError:
+            outcome = self._ended(RunStatus.FAILED, LEASE_ERROR, started_at)
+        except Exception as exc:
+            log.exception("executor raised", extra=run_fields(run, lateness))
+            outcome = self._ended(RunStatus.FAILED, f"executor error ({type(exc).__name__})", None)
+        else:
+            reason = self._reasons.get(run.id)
+            if reason is not None:  # the executor swallowed the cancel
+                _uncancel()
+                outcome = self._ended(*reason, started_at)
+        finally:
+            self._cancellable.discard(run.id)
+        return outcome, lateness
+
+    async def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
+        """finish_run, retried with backoff until it lands or the lease is gone."""
+        backoff = self._settings.store_retry_initial
+        while True:
+            try:
+                return await self._store.finish_run(run.id, outcome)
+            except RunNotFound:
+                log.warning("run vanished before its outcome was recorded", extra=run_fields(run))
+                return None
+            except Exception as exc:
+                self._observer.store_error(exc)
+                expires = run.lease_expires_at
+                if expires is not None and self._clock.now() >= expires:
+                    log.error(
+                        "outcome not recorded before the lease expired",
+                        extra=run_fields(run) | {"error": repr(exc)},
+                    )
+                    return None
+                log.warning(
+                    "recording an outcome failed; retrying",
+                    extra=run_fields(run) | {"error": repr(exc), "retry_in": backoff},
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._settings.store_retry_max)
+
+    def _ended(self, status: RunStatus, error: str, started_at: datetime | None) -> RunOutcome:
+        return RunOutcome(
+            status=status, error=error, started_at=started_at, finished_at=self._clock.now()
+        )
+
+    def _lateness(self, claimed: ClaimedRun) -> float:
+        run = claimed.run
+        due = run.scheduled_for if run.manual else run_instant(claimed.task, run.scheduled_for)
+        return (self._clock.now() - (due or run.scheduled_for)).total_seconds()
+
+    def _budget(self, claimed: ClaimedRun) -> float:
+        """Real seconds a call may take: its lease without half the margin, so a call
+        that hangs past every timeout ends before another replica may take its slot."""
+        return (lease_duration(claimed.task.target) - LEASE_MARGIN / 2).total_seconds()
+
+
+def run_fields(run: Run, lateness: float | None = None) -> dict[str, object]:
+    """The fields every log line about a run carries."""
+    fields: dict[str, object] = {
+        "task_id": str(run.task_id),
+        "run_id": str(run.id),
+        "scheduled_for": run.scheduled_for.isoformat(),
+        "status": run.status.value,
+        "manual": run.manual,
+        "replica": run.replica,
+    }
+    if lateness is not None:
+        fields["lateness"] = round(lateness, 6)
+    return fields
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()

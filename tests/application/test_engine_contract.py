@@ -1,0 +1,485 @@
+"""The engine contract (issue 4): real trigger loops over every store backend, a fake
+clock moved by hand, and the real HTTP executor calling a recording target on 127.0.0.1.
+
+Nothing here sleeps and hopes: each test moves the clock explicitly and then waits, with
+a bounded real timeout, for a condition on the store or the target. HTTP timeouts and
+retry waits are real time, so the tests that need them use short ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import pytest
+
+from adapters.clock import FakeClock
+from adapters.http import HttpExecutor
+from adapters.memory import NoopExecutor
+from application.engine import TriggerLoop
+from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
+from application.engine_settings import EngineSettings
+from application.ports import Executor, TaskStore, Waker
+from domain.claims import initial_fire_at, run_instant
+from domain.runs import REPLICA_LOST, Run, RunStatus
+from domain.tasks import HttpTarget, RetryPolicy, Task
+from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from tests.fixtures.backends import Backend
+from tests.fixtures.target import RecordingTarget, Response
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+WAIT = 15.0  # the longest any condition is waited for, in real seconds
+
+T = TypeVar("T")
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float = WAIT) -> T:
+    """Poll `probe` until it returns something truthy, or fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class Cluster:
+    """Engines sharing one backend, one fake clock and one executor."""
+
+    backend: Backend
+    clock: FakeClock
+    executor: Executor
+    store: TaskStore  # the test's own handle, as an API replica would hold one
+    engines: list[TriggerLoop] = field(default_factory=list)
+    stores: list[TaskStore] = field(default_factory=list)
+    wakers: list[Waker] = field(default_factory=list)
+
+    async def engine(self, executor: Executor | None = None, **settings: Any) -> TriggerLoop:
+        store = await self.backend.new_store()
+        waker = await self.backend.new_waker()
+        options: dict[str, Any] = {
+            "replica": f"engine-{len(self.engines) + 1}",
+            "drain_timeout": 5.0,
+            "record_grace": 5.0,
+            "store_retry_initial": 0.05,
+            "store_retry_max": 0.5,
+        }
+        engine = TriggerLoop(
+            store,
+            waker,
+            executor or self.executor,
+            self.clock,
+            EngineSettings(**(options | settings)),
+        )
+        self.engines.append(engine)
+        self.stores.append(store)
+        self.wakers.append(waker)
+        await engine.start()
+        await eventually(self._alive(engine), "the engine to start")
+        return engine
+
+    async def add(self, task: Task) -> Task:
+        return await self.store.create_task(task)
+
+    async def advance_to(self, instant: datetime, *engines: TriggerLoop) -> None:
+        """Move the clock and wait until the engines have looked at the store since."""
+        self.clock.set(instant)
+        await self.settle(*engines)
+
+    async def settle(self, *engines: TriggerLoop) -> None:
+        now = self.clock.now()
+        for engine in engines or self.engines:
+
+            async def passed(engine: TriggerLoop = engine) -> bool:
+                return engine.last_pass_at is not None and engine.last_pass_at >= now
+
+            await eventually(passed, f"{engine.settings.replica} to pass at {now}")
+
+    async def runs(self, task: Task) -> list[Run]:
+        return await self.store.list_runs(task.id, None, None, 500)
+
+    async def wait_runs(
+        self, task: Task, count: int, *, finished: bool = True, what: str = ""
+    ) -> list[Run]:
+        async def probe() -> list[Run] | None:
+            runs = await self.runs(task)
+            done = [r for r in runs if r.status.finished or not finished]
+            return runs if len(done) >= count else None
+
+        return await eventually(probe, what or f"{count} runs of {task.name}")
+
+    async def close(self) -> None:
+        for engine in self.engines:
+            await engine.stop()
+        for waker in self.wakers:
+            await waker.close()
+
+    @staticmethod
+    def _alive(engine: TriggerLoop) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            return engine.alive
+
+        return probe
+
+
+@pytest.fixture
+async def http_executor() -> AsyncIterator[HttpExecutor]:
+    executor = HttpExecutor()
+    yield executor
+    await executor.close()
+
+
+@pytest.fixture
+async def cluster(backend: Backend, http_executor: HttpExecutor) -> AsyncIterator[Cluster]:
+    clock = FakeClock(T0 - 30 * SECOND)
+    group = Cluster(backend, clock, http_executor, await backend.new_store())
+    try:
+        yield group
+    finally:
+        await group.close()
+
+
+def make_task(
+    target: RecordingTarget,
+    path: str,
+    trigger: Trigger | None = None,
+    *,
+    now: datetime = T0,
+    timeout: float = 10,
+    retry: RetryPolicy | None = None,
+    **fields: Any,
+) -> Task:
+    """A task as the use cases create it: due at its first fire time at or after `now`."""
+    task = Task(
+        id=uuid4(),
+        name=f"task-{uuid4().hex[:10]}",
+        trigger=trigger or IntervalTrigger(every=60, anchor=now),
+        target=HttpTarget(
+            url=target.url(path), timeout_seconds=timeout, retry=retry or RetryPolicy()
+        ),
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds) if task.enabled else None
+    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+
+
+def key_of(task: Task, occurrence: datetime) -> str:
+    return f"{task.id}:{int(occurrence.timestamp())}"
+
+
+def keys(target: RecordingTarget, path: str | None = None) -> list[str | None]:
+    return [r.header("Idempotency-Key") for r in target.received(path)]
+
+
+def statuses(runs: Iterable[Run]) -> list[RunStatus]:
+    return [run.status for run in runs]
+
+
+# -- firing ---------------------------------------------------------------------------
+
+
+async def test_a_task_fires_on_time(cluster: Cluster, recording_target: RecordingTarget) -> None:
+    task = await cluster.add(
+        make_task(
+            recording_target, "/on-time", CronTrigger(expression="* * * * *"), now=T0 - 30 * SECOND
+        )
+    )
+    assert task.next_run_at == T0
+    engine = await cluster.engine()
+    await cluster.advance_to(T0 - SECOND, engine)
+    assert recording_target.received() == []
+    assert await cluster.runs(task) == []
+
+    cluster.clock.set(T0)
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.scheduled_for, run.coalesced, run.attempts) == (
+        RunStatus.SUCCEEDED,
+        T0,
+        1,
+        1,
+    )
+    assert (run.http_status, run.replica, run.manual) == (200, "engine-1", False)
+    [request] = recording_target.received("/on-time")
+    assert request.header("Idempotency-Key") == key_of(task, T0)
+    assert request.header("X-Scheduler-Task-Id") == str(task.id)
+    assert request.header("X-Scheduler-Run-Id") == str(run.id)
+    assert request.header("X-Scheduler-Scheduled-For") == "2026-03-02T12:00:00Z"
+    assert (await cluster.store.get_task(task.id)).next_run_at == T0 + MINUTE
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+async def test_engines_sharing_a_backend_fire_each_occurrence_once(
+    cluster: Cluster, recording_target: RecordingTarget, replicas: int
+) -> None:
+    tasks = [
+        await cluster.add(make_task(recording_target, "/shared", max_running_instances=5))
+        for _ in range(40)
+    ]
+    engines = [await cluster.engine(batch_size=3) for _ in range(replicas)]
+    minutes = 6
+    for minute in range(minutes):
+        await cluster.advance_to(T0 + minute * MINUTE, *engines)
+
+        # Every run of this minute recorded before the clock moves on, so that no
+        # lease expires under a run still in flight.
+        for task in tasks:
+            await cluster.wait_runs(task, minute + 1)
+    for task in tasks:
+        runs = await cluster.wait_runs(task, minutes)
+        assert sorted(r.scheduled_for for r in runs) == [T0 + m * MINUTE for m in range(minutes)]
+        assert set(statuses(runs)) == {RunStatus.SUCCEEDED}
+    # The engines really shared the work.
+    assert len({r.replica for t in tasks for r in await cluster.runs(t)}) >= 2
+    expected = {key_of(t, T0 + m * MINUTE) for t in tasks for m in range(minutes)}
+    seen = keys(recording_target, "/shared")
+    assert len(seen) == len(expected)
+    assert set(seen) == expected
+
+
+async def test_a_late_claim_records_missed(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    task = await cluster.add(make_task(recording_target, "/missed", misfire_grace_seconds=10))
+    engine = await cluster.engine()
+    await cluster.advance_to(T0 + 30 * SECOND, engine)  # the engine was held up 30 s
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.scheduled_for, run.attempts) == (RunStatus.MISSED, T0, 0)
+    assert recording_target.received("/missed") == []
+    assert (await cluster.store.get_task(task.id)).next_run_at == T0 + MINUTE
+
+
+async def test_downtime_coalesces_into_one_run(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    task = await cluster.add(make_task(recording_target, "/backlog"))
+    cluster.clock.set(T0 + 5 * MINUTE + 10 * SECOND)  # no engine ran all this time
+    await cluster.engine()
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.scheduled_for, run.coalesced) == (
+        RunStatus.SUCCEEDED,
+        T0 + 5 * MINUTE,
+        6,
+    )
+    assert keys(recording_target, "/backlog") == [key_of(task, T0 + 5 * MINUTE)]
+
+
+async def test_max_running_instances_skips_while_a_run_is_in_flight(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/slow", Response(delay=2.0), Response())
+    task = await cluster.add(
+        make_task(recording_target, "/slow", IntervalTrigger(every=10, anchor=T0))
+    )
+    engine = await cluster.engine()
+    cluster.clock.set(T0)
+    await eventually(lambda: _received(recording_target, "/slow", 1), "the first call")
+    await cluster.advance_to(T0 + 10 * SECOND, engine)
+    runs = await cluster.wait_runs(task, 2, what="the first run to end")
+    by_time = sorted(runs, key=lambda r: r.scheduled_for)
+    assert statuses(by_time) == [RunStatus.SUCCEEDED, RunStatus.SKIPPED]
+    assert len(recording_target.received("/slow")) == 1
+    # The slot is free again once the first run ended.
+    await cluster.advance_to(T0 + 20 * SECOND, engine)
+    runs = await cluster.wait_runs(task, 3)
+    assert max(runs, key=lambda r: r.scheduled_for).status is RunStatus.SUCCEEDED
+
+
+async def test_a_killed_engines_lease_expires_and_frees_the_slot(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/lease", Response(delay=60), Response())
+    task = await cluster.add(
+        make_task(recording_target, "/lease", IntervalTrigger(every=20, anchor=T0), timeout=5)
+    )
+    doomed = await cluster.engine()
+    cluster.clock.set(T0)
+    await eventually(lambda: _received(recording_target, "/lease", 1), "the hanging call")
+    [first] = await cluster.wait_runs(task, 1, finished=False)
+    assert first.lease_expires_at == T0 + 35 * SECOND
+    await doomed.kill()  # no stop(): nothing is recorded, the lease stays
+
+    survivor = await cluster.engine()
+    await cluster.advance_to(T0 + 20 * SECOND, survivor)
+    runs = {r.scheduled_for: r for r in await cluster.runs(task)}
+    assert (runs[T0].status, runs[T0 + 20 * SECOND].status) == (
+        RunStatus.RUNNING,
+        RunStatus.SKIPPED,
+    )
+    await cluster.advance_to(T0 + 40 * SECOND, survivor)
+    await cluster.wait_runs(task, 3)
+    runs = {r.scheduled_for: r for r in await cluster.runs(task)}
+    assert (runs[T0].status, runs[T0].error) == (RunStatus.FAILED, REPLICA_LOST)
+    assert runs[T0 + 40 * SECOND].status is RunStatus.SUCCEEDED
+    assert runs[T0 + 40 * SECOND].replica == survivor.settings.replica
+
+
+async def test_a_disabled_task_does_not_fire(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    off = await cluster.add(make_task(recording_target, "/off", enabled=False))
+    on = await cluster.add(make_task(recording_target, "/on"))
+    engine = await cluster.engine()
+    for minute in range(2):
+        await cluster.advance_to(T0 + minute * MINUTE, engine)
+        await cluster.wait_runs(on, minute + 1)
+    assert await cluster.runs(off) == []
+    assert recording_target.received("/off") == []
+
+
+async def test_a_changed_trigger_takes_effect_at_once(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    daily = CronTrigger(expression="0 0 * * *")
+    task = await cluster.add(make_task(recording_target, "/changed", daily))
+    assert task.next_run_at == datetime(2026, 3, 3, tzinfo=UTC)
+    engine = await cluster.engine()
+    await cluster.advance_to(T0 + 10 * SECOND, engine)
+    assert recording_target.received("/changed") == []
+
+    # As the update use case does: a new interval is anchored now and due at once.
+    now = cluster.clock.now()
+    changed = task.model_copy(
+        update={"trigger": IntervalTrigger(every=3600, anchor=now), "updated_at": now}
+    )
+    fire = initial_fire_at(changed.trigger, now, changed.misfire_grace_seconds)
+    changed = changed.model_copy(update={"next_fire_at": fire, "next_run_at": fire})
+    await cluster.store.update_task(changed, task.version, reschedule=True)
+    # No clock move: the store's notification wakes the engine.
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.scheduled_for) == (RunStatus.SUCCEEDED, now)
+    assert (await cluster.store.get_task(task.id)).next_run_at == now + timedelta(hours=1)
+
+
+async def test_a_one_shot_fires_once(cluster: Cluster, recording_target: RecordingTarget) -> None:
+    task = await cluster.add(
+        make_task(recording_target, "/once", OneShotTrigger(run_at=T0 + MINUTE))
+    )
+    engine = await cluster.engine()
+    await cluster.advance_to(T0 + MINUTE, engine)
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.scheduled_for) == (RunStatus.SUCCEEDED, T0 + MINUTE)
+    await cluster.advance_to(T0 + 10 * MINUTE, engine)
+    assert len(await cluster.runs(task)) == 1
+    assert len(recording_target.received("/once")) == 1
+    spent = await cluster.store.get_task(task.id)
+    assert (spent.enabled, spent.next_run_at) == (True, None)
+
+
+async def test_a_hanging_target_times_out_without_delaying_others(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/hang", Response(delay=60))
+    hanging = await cluster.add(make_task(recording_target, "/hang", timeout=1))
+    quick = [await cluster.add(make_task(recording_target, f"/quick-{i}")) for i in range(3)]
+    await cluster.engine(batch_size=1)
+    began = time.monotonic()
+    cluster.clock.set(T0)
+    for task in quick:
+        [run] = await cluster.wait_runs(task, 1)
+        assert run.status is RunStatus.SUCCEEDED
+    assert statuses(await cluster.runs(hanging)) == [RunStatus.RUNNING]
+    assert time.monotonic() - began < 1.0
+    [run] = await cluster.wait_runs(hanging, 1)
+    assert run.status is RunStatus.FAILED
+    assert run.error is not None and "timed out" in run.error.lower()
+    assert 1.0 <= time.monotonic() - began < 5.0
+
+
+async def test_a_clean_stop_leaves_nothing_running(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/stuck", Response(delay=60))
+    recording_target.respond("/brief", Response(delay=0.3))
+    stuck = await cluster.add(make_task(recording_target, "/stuck", timeout=60))
+    brief = await cluster.add(make_task(recording_target, "/brief"))
+    engine = await cluster.engine(drain_timeout=1.0)
+    cluster.clock.set(T0)
+    await eventually(lambda: _received(recording_target, "/stuck", 1), "the stuck call")
+    await eventually(lambda: _received(recording_target, "/brief", 1), "the brief call")
+    began = time.monotonic()
+    await engine.stop()
+    assert time.monotonic() - began < 3.0
+    assert not engine.alive
+    [stuck_run] = await cluster.runs(stuck)
+    assert (stuck_run.status, stuck_run.error) == (RunStatus.FAILED, DRAIN_ERROR)
+    [brief_run] = await cluster.runs(brief)
+    assert brief_run.status is RunStatus.SUCCEEDED
+
+
+async def test_a_cancel_through_one_engine_stops_a_run_on_another(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/cancel", Response(delay=60))
+    task = await cluster.add(make_task(recording_target, "/cancel", timeout=60))
+    engines = [await cluster.engine(), await cluster.engine()]
+    cluster.clock.set(T0)
+    await eventually(lambda: _received(recording_target, "/cancel", 1), "the call")
+    [run] = await cluster.wait_runs(task, 1, finished=False)
+    owner = next(i for i, e in enumerate(engines) if e.settings.replica == run.replica)
+    other_store = cluster.stores[1 - owner]
+    await other_store.request_cancel(run.id)
+    [cancelled] = await cluster.wait_runs(task, 1)
+    assert (cancelled.status, cancelled.error) == (RunStatus.CANCELLED, CANCEL_ERROR)
+    assert engines[owner].in_flight == 0
+
+
+async def test_retries_follow_the_retry_policy(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/flaky", Response(503), Response(503), Response(200))
+    recording_target.respond("/bad", Response(400))
+    retry = RetryPolicy(max_attempts=3, backoff_seconds=0.05, max_backoff_seconds=0.1)
+    flaky = await cluster.add(make_task(recording_target, "/flaky", retry=retry))
+    bad = await cluster.add(make_task(recording_target, "/bad", retry=retry))
+    await cluster.engine()
+    cluster.clock.set(T0)
+    [run] = await cluster.wait_runs(flaky, 1)
+    assert (run.status, run.attempts, run.http_status) == (RunStatus.SUCCEEDED, 3, 200)
+    assert keys(recording_target, "/flaky") == [key_of(flaky, T0)] * 3
+    [run] = await cluster.wait_runs(bad, 1)
+    assert (run.status, run.attempts, run.http_status) == (RunStatus.FAILED, 1, 400)
+    assert len(recording_target.received("/bad")) == 1
+
+
+async def test_pause_after_failures_disables_the_task(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/failing", Response(500), Response(200), Response(500))
+    task = await cluster.add(make_task(recording_target, "/failing", pause_after_failures=2))
+    engine = await cluster.engine()
+    expected = [(1, True), (0, True), (1, True), (2, False)]
+    for minute, (failures, enabled) in enumerate(expected):
+        await cluster.advance_to(T0 + minute * MINUTE, engine)
+        await cluster.wait_runs(task, minute + 1)
+        current = await cluster.store.get_task(task.id)
+        assert (current.consecutive_failures, current.enabled) == (failures, enabled)
+    assert current.next_run_at is None
+    await cluster.advance_to(T0 + 10 * MINUTE, engine)
+    assert len(await cluster.runs(task)) == 4
+
+
+async def test_a_manual_run_is_dispatched_on_the_engine(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    task = await cluster.add(make_task(recording_target, "/manual", enabled=False))
+    engine = await cluster.engine(executor=NoopExecutor(cluster.clock))
+    claimed = await cluster.store.start_manual_run(task.id, cluster.clock.now(), "api")
+    engine.dispatch(claimed)
+    [run] = await cluster.wait_runs(task, 1)
+    assert (run.status, run.manual) == (RunStatus.SUCCEEDED, True)
+
+
+async def _received(target: RecordingTarget, path: str, count: int) -> bool:
+    return len(target.received(path)) >= count
