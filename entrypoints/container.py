@@ -1,0 +1,130 @@
+"""The composition root: the one place that knows which adapter fills which port.
+
+Nothing outside `entrypoints/` imports this module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import timedelta
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from adapters.clock import SystemClock
+from adapters.http import HttpExecutor, HttpExecutorSettings
+from adapters.memory import InMemoryTaskStore, InMemoryWaker
+from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
+from application.engine import TriggerLoop
+from application.engine_settings import EngineSettings
+from application.scheduling import SchedulingService
+from entrypoints.metrics import PrometheusObserver
+from entrypoints.settings import ConfigurationError, Settings, load_settings, split_list
+
+# SCHEDULER_ENGINE=apscheduler loads this module, which must expose `APSchedulerEngine`
+# taking the same keyword arguments as `TriggerLoop` and filling the same ports.
+APSCHEDULER_MODULE = "adapters.apscheduler"
+
+
+def engine_settings(settings: Settings) -> EngineSettings:
+    return EngineSettings(
+        replica=settings.replica,
+        batch_size=settings.batch_size,
+        max_poll_interval=timedelta(seconds=settings.max_poll_interval),
+        max_concurrent_runs=settings.max_concurrent_runs,
+        drain_timeout=settings.drain_timeout,
+        run_retention=timedelta(days=settings.run_retention_days),
+    )
+
+
+def executor_settings(settings: Settings) -> HttpExecutorSettings:
+    return HttpExecutorSettings(
+        allow=split_list(settings.target_allow), deny=split_list(settings.target_deny)
+    )
+
+
+def memory_waker(store: InMemoryTaskStore) -> InMemoryWaker:
+    return store.new_waker()
+
+
+def apscheduler_engine(**ports: Any) -> Any:
+    """The APScheduler engine, imported only when SCHEDULER_ENGINE=apscheduler selects it.
+
+    Raises ConfigurationError when the adapter is not part of this installation.
+    """
+    try:
+        module = importlib.import_module(APSCHEDULER_MODULE)
+        engine_class = module.APSchedulerEngine
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            "SCHEDULER_ENGINE=apscheduler: the APScheduler engine adapter "
+            f"({APSCHEDULER_MODULE}) is not available in this installation ({exc}); "
+            "install the 'apscheduler' extra of a release that ships it, or set "
+            "SCHEDULER_ENGINE=native"
+        ) from None
+    return engine_class(**ports)
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Singleton(load_settings)
+    store_kind = settings.provided.store_kind
+
+    clock = providers.Singleton(SystemClock)
+    observer = providers.Singleton(PrometheusObserver)
+
+    pool = providers.Singleton(
+        create_pool,
+        settings.provided.database_url,
+        max_size=settings.provided.pool_size,
+        name="scheduler",
+    )
+    memory_store = providers.Singleton(InMemoryTaskStore)
+    task_store = providers.Selector(
+        store_kind,
+        memory=memory_store,
+        postgres=providers.Singleton(
+            PostgresTaskStore, pool=pool, schema=settings.provided.db_schema
+        ),
+    )
+    waker = providers.Selector(
+        store_kind,
+        memory=providers.Singleton(memory_waker, store=memory_store),
+        postgres=providers.Singleton(
+            PostgresWaker, settings.provided.database_url, settings.provided.db_schema
+        ),
+    )
+
+    executor = providers.Singleton(
+        HttpExecutor, providers.Callable(executor_settings, settings), clock=clock
+    )
+
+    _engine_ports = {
+        "store": task_store,
+        "waker": waker,
+        "executor": executor,
+        "clock": clock,
+        "settings": providers.Callable(engine_settings, settings),
+        "observer": observer,
+    }
+    engine = providers.Selector(
+        settings.provided.engine,
+        native=providers.Singleton(TriggerLoop, **_engine_ports),
+        apscheduler=providers.Singleton(apscheduler_engine, **_engine_ports),
+    )
+
+    scheduling = providers.Singleton(
+        SchedulingService,
+        store=task_store,
+        executor=executor,
+        clock=clock,
+        dispatcher=engine,
+        replica=settings.provided.replica,
+    )
+
+
+def build_container(settings: Settings | None = None) -> Container:
+    """A container on `settings`, or on the environment when None."""
+    container = Container()
+    if settings is not None:
+        container.settings.override(providers.Object(settings))
+    return container

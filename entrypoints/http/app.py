@@ -1,0 +1,69 @@
+"""The Litestar application, built by a factory (never at import)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from litestar import Litestar, Router
+from litestar.datastructures import State
+from litestar.di import Provide
+
+from application.scheduling import SchedulingService
+from entrypoints.container import Container, build_container
+from entrypoints.http.auth import bearer_guard
+from entrypoints.http.docs import SECURITY, openapi_config
+from entrypoints.http.health import HEALTH_HANDLERS, Readiness
+from entrypoints.http.preview import TriggerController
+from entrypoints.http.problems import EXCEPTION_HANDLERS
+from entrypoints.http.runs import RunController
+from entrypoints.http.tasks import TaskController
+from entrypoints.metrics import PrometheusObserver
+from entrypoints.runtime import running
+
+# Task bodies are small; anything this large is a mistake or an attack.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+def create_app(container: Container | None = None, *, run_engine: bool = True) -> Litestar:
+    """The HTTP API on `container` (from the environment when None).
+
+    Its lifespan holds the process's resources (`entrypoints.runtime.running`) and, when
+    `run_engine`, the engine: a process serving both fires tasks as well as taking them.
+    """
+    if container is None:
+        container = build_container()
+    settings = container.settings()
+
+    def scheduling() -> SchedulingService:
+        return container.scheduling()
+
+    def readiness() -> Readiness:
+        return Readiness(container.task_store(), container.engine() if run_engine else None)
+
+    def observer() -> PrometheusObserver:
+        return container.observer()
+
+    def lifespan(_: Litestar) -> AbstractAsyncContextManager[None]:
+        return running(container, engine=run_engine)
+
+    api = Router(
+        path="/",
+        route_handlers=[TaskController, RunController, TriggerController],
+        guards=[bearer_guard(settings.tokens)],
+        security=SECURITY,
+    )
+    return Litestar(
+        route_handlers=[api, *HEALTH_HANDLERS],
+        dependencies={
+            "scheduling": Provide(scheduling, sync_to_thread=False),
+            "readiness": Provide(readiness, sync_to_thread=False),
+            "observer": Provide(observer, sync_to_thread=False),
+        },
+        exception_handlers=EXCEPTION_HANDLERS,
+        lifespan=[lifespan],
+        openapi_config=openapi_config(),
+        state=State({"observer": container.observer()}),
+        request_max_body_size=MAX_BODY_BYTES,
+        logging_config=None,
+        debug=False,
+    )

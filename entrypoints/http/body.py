@@ -1,0 +1,111 @@
+"""Request bodies: parsed and validated here, so every error names the field as the
+client wrote it (`domain.validation.field_errors`) and the OpenAPI document still shows
+each body's schema.
+
+Litestar's DTOs are its hook for decoding a body from raw bytes; these two use it for
+nothing else (no field renaming, no transfer models).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from litestar.dto import AbstractDTO, DTOConfig, DTOFieldDefinition
+from litestar.exceptions import ClientException
+from litestar.typing import FieldDefinition
+from pydantic import BaseModel, ValidationError
+
+from domain.errors import InvalidRequest
+from domain.validation import field_errors
+
+if TYPE_CHECKING:  # only in signatures Litestar never inspects
+    from litestar._openapi.schema_generation import SchemaCreator
+    from litestar.openapi.spec import Reference, Schema
+
+M = TypeVar("M", bound=BaseModel)
+
+JSON = "application/json"
+MERGE_PATCH_JSON = "application/merge-patch+json"
+
+
+class _Body(AbstractDTO[M], Generic[M]):
+    """A body documented as `M`; subclasses say how the raw bytes are read."""
+
+    config: ClassVar[DTOConfig] = DTOConfig()
+    accepted: ClassVar[tuple[str, ...]] = (JSON,)
+
+    @classmethod
+    def generate_field_definitions(
+        cls, model_type: type[Any]
+    ) -> Generator[DTOFieldDefinition, None, None]:
+        yield from ()
+
+    @classmethod
+    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
+        return False
+
+    @classmethod
+    def create_for_field_definition(
+        cls, field_definition: FieldDefinition, handler_id: str, backend_cls: Any = None
+    ) -> None:
+        return None  # no transfer model: decode_bytes does the work
+
+    @classmethod
+    def create_openapi_schema(
+        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
+    ) -> Reference | Schema:
+        return schema_creator.for_field_definition(FieldDefinition.from_annotation(cls.model_type))
+
+    def decode_builtins(self, value: dict[str, Any]) -> Any:
+        raise ClientException(status_code=415, detail="send the body as JSON")
+
+    def _check_media_type(self) -> None:
+        header = self.asgi_connection.headers.get("content-type")
+        if header is None:
+            return
+        media_type = header.split(";", 1)[0].strip().lower()
+        if media_type not in self.accepted:
+            accepted = " or ".join(self.accepted)
+            raise ClientException(
+                status_code=415, detail=f"unsupported Content-Type {media_type!r}; send {accepted}"
+            )
+
+
+class JsonBody(_Body[M]):
+    """A JSON body validated into the model `M`."""
+
+    def decode_bytes(self, value: bytes) -> Any:
+        self._check_media_type()
+        try:
+            return self.model_type.model_validate_json(value)
+        except ValidationError as exc:
+            if any(error["type"] == "json_invalid" for error in exc.errors()):
+                raise malformed(exc.errors()[0]["msg"]) from None
+            raise InvalidRequest.of(field_errors(exc)) from None
+
+
+class MergePatchBody(_Body[M]):
+    """A JSON merge patch (RFC 7396) of the model `M`, returned as a plain object: the use
+    case merges it into the stored value and validates the result."""
+
+    accepted = (MERGE_PATCH_JSON, JSON)
+
+    def decode_bytes(self, value: bytes) -> Any:
+        self._check_media_type()
+        try:
+            patch = json.loads(value, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise malformed(str(exc)) from None
+        if not isinstance(patch, dict):
+            raise InvalidRequest("body", "a merge patch must be a JSON object")
+        return patch
+
+
+def malformed(reason: str) -> ClientException:
+    return ClientException(status_code=400, detail=f"the request body is not valid JSON: {reason}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")

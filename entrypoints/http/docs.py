@@ -1,0 +1,159 @@
+"""OpenAPI pieces shared by the controllers: error responses, headers, the security scheme."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+from litestar import Request
+from litestar.datastructures import ResponseHeader
+from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
+from litestar.openapi.spec import Components, SecurityRequirement, SecurityScheme, Tag
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from adapters.http.settings import package_version
+from application.ports import RenderedRequest
+from domain.tasks import TaskSpec
+from entrypoints.http.body import JSON, MERGE_PATCH_JSON
+from entrypoints.http.models import (
+    FireTimes,
+    Health,
+    PreviewRequest,
+    Ready,
+    RunPage,
+    RunResource,
+    TaskPage,
+    TaskPatch,
+    TaskResource,
+)
+from entrypoints.http.problems import PROBLEM_JSON, Problem
+
+BEARER = "bearer"
+SECURITY: list[SecurityRequirement] = [{BEARER: []}]
+
+_MEANING = {
+    400: "The body is not valid JSON.",
+    401: "No known API token was sent (only when tokens are configured).",
+    403: "The token is read-only and the request changes something.",
+    404: "No task (by id or name) or run with this id.",
+    409: "A conflict: a duplicate task name, or a run that is no longer running.",
+    412: "`If-Match` names a version the task is no longer at.",
+    415: "The body is not sent as JSON.",
+    422: "The request is not valid; `errors` names each field.",
+    500: "An internal error; it is logged, and the answer reveals nothing of it.",
+    503: "The task store is unavailable; nothing was changed.",
+}
+
+
+def errors(*statuses: int, mutation: bool = True) -> dict[int, ResponseSpec]:
+    """The problem-detail answers of a protected route: `statuses` plus 401, 403 for
+    mutations, 500 and 503."""
+    codes = {*statuses, 401, 500, 503} | ({403} if mutation else set())
+    return {
+        code: ResponseSpec(
+            data_container=Problem,
+            description=_MEANING[code],
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+        for code in sorted(codes)
+    }
+
+
+ETAG = ResponseHeader(
+    name="ETag", description='The task\'s version, quoted: "<version>".', documentation_only=True
+)
+LOCATION = ResponseHeader(
+    name="Location", description="The path of the created resource.", documentation_only=True
+)
+
+
+# Pydantic validates every body and serializes every answer, so its JSON Schema (2020-12,
+# the dialect of OpenAPI 3.1) is the truth about them; Litestar's own translation drops
+# patterns, discriminators and `additionalProperties: false`. The served document takes
+# each model's schema from pydantic, under the same component names Litestar refers to.
+_DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    (TaskSpec, "validation"),
+    (TaskPatch, "validation"),
+    (PreviewRequest, "validation"),
+    *(
+        (model, "serialization")
+        for model in (TaskResource, RunResource, TaskPage, RunPage, FireTimes)
+    ),
+    *((model, "serialization") for model in (RenderedRequest, Problem, Health, Ready)),
+]
+# What a schema cannot say by itself: `every` takes seconds or an ISO 8601 duration.
+_EVERY = {
+    "description": "Seconds, or an ISO 8601 duration such as PT15M or P1D.",
+    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "examples": ["PT15M"]}],
+}
+
+
+@functools.cache
+def model_schemas() -> dict[str, Any]:
+    """Component schemas of every documented model, as pydantic writes them."""
+    _, top = models_json_schema(_DOCUMENTED, ref_template="#/components/schemas/{model}")
+    schemas: dict[str, Any] = top["$defs"]
+    schemas["IntervalTrigger"]["properties"]["every"] = _EVERY
+    return schemas
+
+
+def accurate(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with pydantic's model schemas, and each merge-patch body also
+    documented as `application/json` (both are accepted)."""
+    document = copy.deepcopy(document)
+    components = document.setdefault("components", {})
+    components["schemas"] = {**components.get("schemas", {}), **model_schemas()}
+    for path_item in document.get("paths", {}).values():
+        for operation in path_item.values():
+            content = (
+                operation.get("requestBody", {}).get("content", {})
+                if isinstance(operation, dict)
+                else {}
+            )
+            if MERGE_PATCH_JSON in content:
+                content.setdefault(JSON, content[MERGE_PATCH_JSON])
+    return document
+
+
+class JsonSchemaPlugin(JsonRenderPlugin):
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        return self.render_json(request, accurate(openapi_schema))
+
+
+class SwaggerPlugin(SwaggerRenderPlugin):
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        return super().render(request, accurate(openapi_schema))
+
+
+def openapi_config() -> OpenAPIConfig:
+    """OpenAPI 3.1 at /schema/openapi.json, with Swagger UI at /schema and /schema/swagger."""
+    return OpenAPIConfig(
+        title="imbi-scheduler",
+        version=package_version(),
+        description=(
+            "A self-hosted HTTP job scheduler. Errors are RFC 9457 problem details "
+            "(`application/problem+json`). When API tokens are configured, every route but "
+            "/healthz, /readyz, /metrics and /schema requires `Authorization: Bearer <token>`."
+        ),
+        path="/schema",
+        render_plugins=[SwaggerPlugin(path=["/", "/swagger"]), JsonSchemaPlugin()],
+        components=Components(
+            security_schemes={
+                BEARER: SecurityScheme(
+                    type="http",
+                    scheme="bearer",
+                    description="An API token from SCHEDULER_API_TOKENS.",
+                )
+            }
+        ),
+        tags=[
+            Tag(name="tasks", description="Tasks: a trigger and an HTTP target."),
+            Tag(name="runs", description="Runs: one per occurrence or manual fire."),
+            Tag(name="triggers", description="Trigger previews."),
+            Tag(name="operations", description="Health, readiness and metrics."),
+        ],
+    )

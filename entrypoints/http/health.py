@@ -1,0 +1,78 @@
+"""/healthz, /readyz and /metrics: open to probes and scrapers, no token needed."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from litestar import Response, get
+from litestar.di import NamedDependency
+from litestar.openapi import ResponseSpec
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from application.ports import Engine, TaskStore
+from entrypoints.http.models import Health, Ready
+from entrypoints.http.problems import PROBLEM_JSON, NotReady, Problem
+from entrypoints.metrics import PrometheusObserver
+
+PING_TIMEOUT = 2.0
+# Litestar adds the charset itself.
+METRICS_MEDIA_TYPE = CONTENT_TYPE_LATEST.split("; charset", 1)[0]
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What /readyz checks: the store answers, and this process's engine (when it runs
+    one) is alive."""
+
+    store: TaskStore
+    engine: Engine | None
+
+    async def checks(self) -> dict[str, str]:
+        checks: dict[str, str] = {}
+        try:
+            await asyncio.wait_for(self.store.ping(), PING_TIMEOUT)
+            checks["store"] = "ok"
+        except Exception as exc:
+            checks["store"] = f"unavailable ({type(exc).__name__})"
+        if self.engine is not None:
+            checks["engine"] = "ok" if self.engine.alive else "not running"
+        return checks
+
+
+@get("/healthz", tags=["operations"], summary="The process is alive")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@get(
+    "/readyz",
+    tags=["operations"],
+    summary="The store is reachable and the trigger loop runs",
+    responses={
+        503: ResponseSpec(
+            data_container=Problem,
+            media_type=PROBLEM_JSON,
+            description="Not ready; `checks` says what failed.",
+            generate_examples=False,
+        )
+    },
+)
+async def readyz(readiness: NamedDependency[Readiness]) -> Ready:
+    checks = await readiness.checks()
+    if any(state != "ok" for state in checks.values()):
+        raise NotReady(checks)
+    return Ready(status="ready", checks=checks)
+
+
+@get(
+    "/metrics",
+    tags=["operations"],
+    summary="Prometheus metrics (text exposition)",
+    media_type=METRICS_MEDIA_TYPE,
+)
+async def metrics(observer: NamedDependency[PrometheusObserver]) -> Response[bytes]:
+    return Response(observer.exposition(), media_type=METRICS_MEDIA_TYPE)
+
+
+HEALTH_HANDLERS = [healthz, readyz, metrics]

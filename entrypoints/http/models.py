@@ -1,0 +1,120 @@
+"""What the API sends and receives beyond the domain's own models (API.md "Resources").
+
+Requests reuse the domain models (`TaskSpec`, `Trigger`): they are the validation. The
+responses here add what a client sees: every instant in UTC, and no internal fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+
+from domain.runs import Run
+from domain.tasks import HttpTarget, Task, TaskSpec
+from domain.triggers import Trigger
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
+class TaskResource(TaskSpec):
+    """A task (API.md "Task"): its writable fields and what the scheduler keeps."""
+
+    id: UUID
+    consecutive_failures: int = 0
+    next_run_at: UtcDatetime | None = Field(
+        default=None, description="the next occurrence (jitter included); null when none"
+    )
+    last_run_at: UtcDatetime | None = None
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    version: int = Field(description="increases on every change; the ETag")
+
+    @classmethod
+    def of(cls, task: Task) -> TaskResource:
+        fields = task.model_dump(exclude={"next_fire_at"})
+        return cls.model_validate(fields)
+
+
+class RunResource(Run):
+    """A run (API.md "Run")."""
+
+    scheduled_for: UtcDatetime
+    claimed_at: UtcDatetime
+    started_at: UtcDatetime | None = None
+    finished_at: UtcDatetime | None = None
+    lease_expires_at: UtcDatetime | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunResource:
+        return cls.model_validate(run.model_dump())
+
+
+class TaskPage(BaseModel):
+    items: list[TaskResource]
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null at the end"
+    )
+
+
+class RunPage(BaseModel):
+    items: list[RunResource]
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null at the end"
+    )
+
+
+class FireTimes(BaseModel):
+    fire_times: list[UtcDatetime]
+
+
+class PreviewRequest(BaseModel):
+    """A bare trigger to validate and list fire times of, without creating anything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Trigger
+    count: int = Field(default=10, ge=1, le=100)
+    after: datetime | None = Field(
+        default=None,
+        description="list fire times strictly after this instant (with offset); "
+        "default: from now, as a task created now would fire",
+    )
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Ready(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(description="each check and its state: ok, or what failed")
+
+
+def _partial(model: type[BaseModel], name: str, **nested: Any) -> type[BaseModel]:
+    """`model` with every field optional (null removes it): the shape of a merge patch."""
+    fields: dict[str, Any] = {}
+    for field_name, info in model.model_fields.items():
+        annotation: Any = nested.get(field_name) or info.annotation
+        if info.metadata and field_name not in nested:
+            annotation = Annotated[(annotation, *info.metadata)]
+        fields[field_name] = (annotation | None, Field(default=None, description=info.description))
+    config = ConfigDict(extra="forbid")
+    partial: type[BaseModel] = create_model(name, __config__=config, **fields)
+    partial.__doc__ = (
+        f"A JSON merge patch (RFC 7396) of {model.__name__}: members left out stay, "
+        "members set to null are reset to their default."
+    )
+    return partial
+
+
+TargetPatch = _partial(HttpTarget, "TargetPatch")
+# `trigger` and `target.auth` are replaced whole; `target` is merged member by member.
+TaskPatch = _partial(TaskSpec, "TaskPatch", target=TargetPatch)

@@ -1,0 +1,39 @@
+"""/triggers/preview: validate a bare trigger and list its fire times."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Controller, post
+from litestar.di import NamedDependency
+from litestar.params import BodyKwarg
+
+from application.scheduling import SchedulingService
+from entrypoints.http.auth import MUTATION
+from entrypoints.http.body import JsonBody
+from entrypoints.http.docs import errors
+from entrypoints.http.models import FireTimes, PreviewRequest
+
+
+class TriggerController(Controller):
+    path = "/triggers"
+    tags = ["triggers"]
+
+    @post(
+        "/preview",
+        status_code=200,
+        dto=JsonBody[PreviewRequest],
+        return_dto=None,
+        opt={MUTATION: False},
+        summary="Preview a trigger's fire times",
+        description="Nothing is created. Without `after`, the first fire time is the one a "
+        "task created now would have (at or after now).",
+        responses=errors(400, 415, 422, mutation=False),
+    )
+    async def preview(
+        self,
+        data: Annotated[PreviewRequest, BodyKwarg()],
+        scheduling: NamedDependency[SchedulingService],
+    ) -> FireTimes:
+        times = scheduling.preview(data.trigger, data.count, data.after)
+        return FireTimes(fire_times=times)

@@ -1,0 +1,178 @@
+"""Errors as RFC 9457 problem details: the one table that maps exceptions to answers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from litestar import Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.types import ExceptionHandlersMap
+from pydantic import BaseModel, ValidationError
+
+from domain.errors import (
+    DuplicateTaskName,
+    InvalidRequest,
+    RunNotFound,
+    RunNotRunning,
+    StoreUnavailable,
+    TaskNotFound,
+    VersionConflict,
+)
+from domain.validation import FieldError, field_errors
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_TYPE = "urn:imbi-scheduler:problem:"
+log = logging.getLogger(__name__)
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem detail. `errors` comes with validation errors (422) only."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldProblem] | None = None
+
+
+class PreconditionFailed(HTTPException):
+    """An `If-Match` that can never match (not an entity tag this service issues)."""
+
+    status_code = 412
+
+
+class NotReady(Exception):
+    """/readyz found a check failing; `checks` says which."""
+
+    def __init__(self, checks: Mapping[str, str]) -> None:
+        failed = ", ".join(f"{name} {state}" for name, state in checks.items() if state != "ok")
+        super().__init__(f"not ready: {failed}")
+        self.checks = dict(checks)
+
+
+def problem(
+    status: int,
+    slug: str,
+    detail: str,
+    *,
+    errors: Sequence[FieldError] | None = None,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Response[dict[str, Any]]:
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE + slug,
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
+    body.update(extra or {})
+    return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=dict(headers or {}))
+
+
+def _validation(errors: Sequence[FieldError]) -> Response[dict[str, Any]]:
+    fields = ", ".join(dict.fromkeys(e.field for e in errors))
+    return problem(422, "validation", f"the request is not valid: {fields}", errors=errors)
+
+
+def not_found(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    return problem(404, "not-found", str(exc))
+
+
+def conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    slug = "duplicate-name" if isinstance(exc, DuplicateTaskName) else "run-not-running"
+    return problem(409, slug, str(exc))
+
+
+def version_conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
+    return problem(412, "stale-version", f"{detail}; read the task again and retry")
+
+
+def invalid_request(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    assert isinstance(exc, InvalidRequest)
+    return _validation(exc.errors)
+
+
+def invalid_model(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    assert isinstance(exc, ValidationError)
+    return _validation(field_errors(exc))
+
+
+def invalid_parameter(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """Litestar's own validation of query, path and header parameters."""
+    assert isinstance(exc, ValidationException)
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    errors = [
+        # Litestar names a missing body by the handler's parameter, `data`.
+        FieldError("body", "a JSON body is required")
+        if item.get("key") == "data"
+        else FieldError(str(item.get("key") or "request"), str(item.get("message") or "is invalid"))
+        for item in extra
+        if isinstance(item, dict)
+    ]
+    return _validation(errors or [FieldError("request", exc.detail)])
+
+
+def store_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    observer = getattr(request.app.state, "observer", None)
+    if observer is not None:
+        observer.store_error(exc)
+    log.warning("store unavailable", extra={"path": request.url.path})
+    return problem(
+        503,
+        "store-unavailable",
+        "the task store is unavailable; nothing was changed, retry shortly",
+        headers={"Retry-After": "5"},
+    )
+
+
+def not_ready(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    assert isinstance(exc, NotReady)
+    return problem(503, "not-ready", str(exc), extra={"checks": exc.checks})
+
+
+def http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    if status >= 500:
+        return internal_error(_, exc)
+    slug = HTTPStatus(status).phrase.lower().replace(" ", "-").replace("'", "")
+    return problem(status, slug, exc.detail, headers=exc.headers)
+
+
+def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    # The trace goes to the log only: it may hold SQL, a URL or a secret.
+    log.error(
+        "unhandled error on %s %s",
+        request.method,
+        request.url.path,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    return problem(500, "internal", "an internal error occurred; it has been logged")
+
+
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    TaskNotFound: not_found,
+    RunNotFound: not_found,
+    DuplicateTaskName: conflict,
+    RunNotRunning: conflict,
+    VersionConflict: version_conflict,
+    PreconditionFailed: version_conflict,
+    InvalidRequest: invalid_request,
+    ValidationError: invalid_model,
+    ValidationException: invalid_parameter,
+    StoreUnavailable: store_unavailable,
+    NotReady: not_ready,
+    HTTPException: http_error,
+    Exception: internal_error,
+}

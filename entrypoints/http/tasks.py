@@ -1,0 +1,222 @@
+"""/tasks: create, read, change, pause, resume, delete, dry-run, fire now, history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Response, delete, get, patch, post
+from litestar.di import NamedDependency
+from litestar.params import BodyKwarg, FromQuery, HeaderParameter, PathParameter, QueryParameter
+
+from application.ports import RenderedRequest, TaskFilter
+from application.scheduling import SchedulingService
+from domain.runs import RunStatus
+from domain.tasks import Task, TaskSpec
+from entrypoints.http.auth import MUTATION
+from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody
+from entrypoints.http.docs import ETAG, LOCATION, errors
+from entrypoints.http.models import (
+    FireTimes,
+    RunPage,
+    RunResource,
+    TaskPage,
+    TaskPatch,
+    TaskResource,
+)
+from entrypoints.http.problems import PreconditionFailed
+
+TaskRef = Annotated[str, PathParameter(description="The task's id or its name.")]
+Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
+Cursor = Annotated[
+    str | None,
+    QueryParameter(description="`next_cursor` of the previous page; it carries the filters."),
+]
+IfMatch = Annotated[
+    str | None, HeaderParameter(name="If-Match", description='"<version>" from an ETag')
+]
+
+
+def task_response(task: Task, status_code: int = 200, **headers: str) -> Response[TaskResource]:
+    """A Task answer: the resource and its `ETag`."""
+    return Response(
+        TaskResource.of(task),
+        status_code=status_code,
+        headers={"ETag": f'"{task.version}"', **headers},
+    )
+
+
+def expected_version(if_match: str | None) -> int | None:
+    """The version an `If-Match` header asks for; None for no header or `*`."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    tags = [tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")]
+    versions = [int(tag) for tag in tags if tag.isdigit()]
+    if len(versions) != 1 or len(tags) != 1:
+        raise PreconditionFailed(
+            detail=f"If-Match {if_match!r} does not name one version this service issued"
+        )
+    return versions[0]
+
+
+class TaskController(Controller):
+    path = "/tasks"
+    tags = ["tasks"]
+
+    @post(
+        "/",
+        status_code=201,
+        dto=JsonBody[TaskSpec],
+        return_dto=None,
+        summary="Create a task",
+        response_headers=[ETAG, LOCATION],
+        responses=errors(400, 409, 415, 422),
+    )
+    async def create_task(
+        self, data: Annotated[TaskSpec, BodyKwarg()], scheduling: NamedDependency[SchedulingService]
+    ) -> Response[TaskResource]:
+        task = await scheduling.create_task(data)
+        return task_response(task, 201, Location=f"/tasks/{task.id}")
+
+    @get(
+        "/",
+        summary="List tasks",
+        description="Ordered by creation. Filters: `enabled`, `tag`, `name` (a prefix).",
+        responses=errors(422, mutation=False),
+    )
+    async def list_tasks(
+        self,
+        scheduling: NamedDependency[SchedulingService],
+        enabled: FromQuery[bool | None] = None,
+        tag: FromQuery[str | None] = None,
+        name: Annotated[str | None, QueryParameter(description="A name prefix.")] = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> TaskPage:
+        page = await scheduling.list_tasks(TaskFilter(enabled, tag, name), limit, cursor)
+        return TaskPage(
+            items=[TaskResource.of(t) for t in page.items], next_cursor=page.next_cursor
+        )
+
+    @get(
+        "/{id:str}",
+        summary="Read a task",
+        response_headers=[ETAG],
+        responses=errors(404, mutation=False),
+    )
+    async def get_task(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> Response[TaskResource]:
+        return task_response(await scheduling.get_task(id))
+
+    @patch(
+        "/{id:str}",
+        dto=MergePatchBody[TaskPatch],  # type: ignore[valid-type]  # a generated model
+        return_dto=None,
+        summary="Change a task (JSON merge patch)",
+        description=(
+            "A JSON merge patch (RFC 7396) of the writable fields, sent as "
+            "`application/merge-patch+json` or `application/json`. `trigger` and "
+            "`target.auth` are replaced whole. With `If-Match`, the change applies only to "
+            "that version."
+        ),
+        response_headers=[ETAG],
+        responses=errors(400, 404, 409, 412, 415, 422),
+    )
+    async def update_task(
+        self,
+        id: TaskRef,
+        data: Annotated[dict[str, Any], BodyKwarg(media_type=MERGE_PATCH_JSON)],
+        scheduling: NamedDependency[SchedulingService],
+        if_match: IfMatch = None,
+    ) -> Response[TaskResource]:
+        version = expected_version(if_match)
+        return task_response(await scheduling.update_task(id, data, version))
+
+    @delete("/{id:str}", summary="Delete a task (its runs stay)", responses=errors(404))
+    async def delete_task(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> None:
+        await scheduling.delete_task(id)
+
+    @post(
+        "/{id:str}/pause",
+        status_code=200,
+        summary="Pause (disable) a task",
+        response_headers=[ETAG],
+        responses=errors(404),
+    )
+    async def pause_task(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> Response[TaskResource]:
+        return task_response(await scheduling.pause_task(id))
+
+    @post(
+        "/{id:str}/resume",
+        status_code=200,
+        summary="Resume (enable) a task",
+        response_headers=[ETAG],
+        responses=errors(404),
+    )
+    async def resume_task(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> Response[TaskResource]:
+        return task_response(await scheduling.resume_task(id))
+
+    @post(
+        "/{id:str}/dry-run",
+        status_code=200,
+        opt={MUTATION: False},
+        summary="Render the next run's request without sending it",
+        description="Every header that would be sent, each secret replaced by `***`.",
+        responses=errors(404, 422, mutation=False),
+    )
+    async def dry_run(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> RenderedRequest:
+        return await scheduling.dry_run(id)
+
+    @post(
+        "/{id:str}/runs",
+        status_code=202,
+        summary="Fire now, outside the schedule",
+        description="A manual run, also for a paused task; `skipped` at max_running_instances.",
+        response_headers=[LOCATION],
+        responses=errors(404),
+    )
+    async def fire_now(
+        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+    ) -> Response[RunResource]:
+        run = await scheduling.fire_now(id)
+        return Response(
+            RunResource.of(run), status_code=202, headers={"Location": f"/runs/{run.id}"}
+        )
+
+    @get(
+        "/{id:str}/runs",
+        summary="Run history, newest first",
+        responses=errors(404, 422, mutation=False),
+    )
+    async def list_runs(
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        status: FromQuery[RunStatus | None] = None,
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> RunPage:
+        page = await scheduling.list_runs(id, status, limit, cursor)
+        return RunPage(items=[RunResource.of(r) for r in page.items], next_cursor=page.next_cursor)
+
+    @get(
+        "/{id:str}/upcoming",
+        summary="The next fire times",
+        description="Un-jittered occurrences, at most 100.",
+        responses=errors(404, 422, mutation=False),
+    )
+    async def upcoming(
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        count: Annotated[int, QueryParameter(ge=1, le=100, description="At most 100.")] = 10,
+    ) -> FireTimes:
+        return FireTimes(fire_times=await scheduling.upcoming(id, count))

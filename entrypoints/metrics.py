@@ -1,0 +1,85 @@
+"""Prometheus metrics: an `EngineObserver` that counts into its own registry."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from domain.runs import ClaimedRun, Run, RunStatus
+
+LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600)
+CLAIM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class PrometheusObserver:
+    """Fills the engine's `EngineObserver` port with Prometheus metrics.
+
+    Each instance owns a `CollectorRegistry`, so two apps in one process (tests) never
+    share or collide on a metric.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._runs = Counter(
+            "scheduler_runs",
+            "Runs that reached a final status, by status.",
+            ["status"],
+            registry=self.registry,
+        )
+        for status in RunStatus:
+            if status.finished:
+                self._runs.labels(status=status.value)
+        self._claimed = Counter(
+            "scheduler_claimed_runs", "Runs claimed by this process.", registry=self.registry
+        )
+        self._lateness = Histogram(
+            "scheduler_fire_lateness_seconds",
+            "How late a run's call started against its (jittered) scheduled instant.",
+            buckets=LATENESS_BUCKETS,
+            registry=self.registry,
+        )
+        self._claim_duration = Histogram(
+            "scheduler_claim_batch_duration_seconds",
+            "Duration of one claim transaction.",
+            buckets=CLAIM_BUCKETS,
+            registry=self.registry,
+        )
+        self._run_duration = Histogram(
+            "scheduler_run_duration_seconds",
+            "Duration of a run from its first call to its recorded outcome.",
+            registry=self.registry,
+        )
+        self._in_flight = Gauge(
+            "scheduler_runs_in_flight", "Runs this process is calling now.", registry=self.registry
+        )
+        self._store_errors = Counter(
+            "scheduler_store_errors",
+            "Store calls that failed, by error type.",
+            ["error"],
+            registry=self.registry,
+        )
+
+    # -- EngineObserver ---------------------------------------------------------
+
+    def claim_batch(self, count: int, seconds: float) -> None:
+        self._claimed.inc(count)
+        self._claim_duration.observe(seconds)
+
+    def run_started(self, claimed_run: ClaimedRun, lateness_seconds: float) -> None:
+        self._lateness.observe(max(0.0, lateness_seconds))
+
+    def run_finished(self, run: Run, duration_seconds: float) -> None:
+        self._runs.labels(status=run.status.value).inc()
+        if run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
+            self._run_duration.observe(duration_seconds)
+
+    def store_error(self, exc: BaseException) -> None:
+        self._store_errors.labels(error=type(exc).__name__).inc()
+
+    def in_flight(self, n: int) -> None:
+        self._in_flight.set(n)
+
+    # -- exposition ---------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)

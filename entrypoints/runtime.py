@@ -1,0 +1,50 @@
+"""Start and stop what a process holds: the pool, the schema, the engine, the executor."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from adapters.postgres import initialize
+from entrypoints.container import Container
+
+log = logging.getLogger("imbi_scheduler")
+
+
+@asynccontextmanager
+async def running(container: Container, *, engine: bool = True) -> AsyncIterator[None]:
+    """Hold the process's resources open: on PostgreSQL, open the pool and create or
+    upgrade the schema; start the engine when `engine`. On exit, stop the engine (it
+    drains in-flight runs, manual runs included), then close the executor, the waker and
+    the pool, in that order."""
+    settings = container.settings()
+    scheduler_engine = container.engine()  # fails here on a misconfigured engine
+    async with AsyncExitStack() as stack:
+        if settings.store_kind == "postgres":
+            schema = settings.db_schema
+            ran = await initialize(settings.database_url or "", schema)
+            log.info("schema %s ready (%d statements run)", schema, len(ran))
+            pool = container.pool()
+            await pool.open(wait=True)
+            stack.push_async_callback(pool.close)
+        else:
+            log.warning(
+                "SCHEDULER_DATABASE_URL is not set: using the in-memory store; tasks and runs "
+                "live in this process only and nothing persists across a restart"
+            )
+        stack.push_async_callback(container.waker().close)
+        stack.push_async_callback(container.executor().close)
+        # Stopped also when not started: that drains manual runs (fire now).
+        stack.push_async_callback(scheduler_engine.stop)
+        if engine:
+            await scheduler_engine.start()
+        log.info(
+            "scheduler running",
+            extra={
+                "replica": settings.replica,
+                "store": settings.store_kind,
+                "engine": settings.engine if engine else "off",
+            },
+        )
+        yield

@@ -1,0 +1,190 @@
+"""Settings from the environment (`SCHEDULER_*`), validated once at start."""
+
+from __future__ import annotations
+
+import ipaddress
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from application.engine_settings import default_replica
+
+ENV_PREFIX = "SCHEDULER_"
+READ_ONLY_SUFFIX = ":read"
+# Settings whose value must never be echoed back in an error message.
+_SECRET_FIELDS = frozenset({"database_url", "api_tokens"})
+
+
+class ConfigurationError(Exception):
+    """The process cannot start as configured; the message names the variable."""
+
+
+class Access(StrEnum):
+    READ = "read"
+    WRITE = "write"
+
+
+class Settings(BaseSettings):
+    """Every knob of `imbi-scheduler serve`, read from `SCHEDULER_<FIELD>`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True
+    )
+
+    database_url: str | None = Field(
+        default=None, repr=False, description="PostgreSQL URL; unset means the in-memory store"
+    )
+    pool_size: int = Field(default=10, ge=1, le=1000, description="connections per process")
+    db_schema: str = Field(
+        default="scheduler",
+        validation_alias="SCHEDULER_SCHEMA",
+        pattern=r"^[a-z_][a-z0-9_]{0,62}$",
+        description="PostgreSQL schema holding the scheduler's tables",
+    )
+    batch_size: int = Field(default=100, ge=1, le=10_000, description="runs per claim")
+    max_poll_interval: float = Field(
+        default=5.0, gt=0, le=3600, description="seconds the loop sleeps at most"
+    )
+    max_concurrent_runs: int = Field(default=100, ge=1, le=100_000)
+    drain_timeout: float = Field(default=30.0, ge=0, le=3600)
+    run_retention_days: float = Field(default=30, gt=0)
+    api_tokens: str = Field(default="", repr=False)
+    allow_anonymous: bool = False
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8005, ge=0, le=65535)
+    engine: Literal["native", "apscheduler"] = "native"
+    target_allow: str = ""
+    target_deny: str = ""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    log_format: Literal["json", "text"] = "text"
+    replica: str = Field(default_factory=default_replica, min_length=1, max_length=200)
+
+    @field_validator("log_level", "engine", "log_format", mode="before")
+    @classmethod
+    def _case_insensitive(cls, value: Any, info: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None
+        url = value is not None and value.startswith(("postgresql://", "postgres://"))
+        # A libpq keyword/value string ("host=db dbname=scheduler") is fine too.
+        if value is not None and not url and "=" not in value:
+            raise ValueError("must be a postgresql:// URL or a libpq connection string")
+        return value
+
+    @field_validator("api_tokens")
+    @classmethod
+    def _tokens(cls, value: str) -> str:
+        parse_tokens(value)
+        return value
+
+    @field_validator("target_allow", "target_deny")
+    @classmethod
+    def _targets(cls, value: str) -> str:
+        for item in split_list(value):
+            if "/" in item:
+                try:
+                    ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise ValueError(f"{item!r} is not a CIDR network") from None
+        return value
+
+    @property
+    def tokens(self) -> dict[str, Access]:
+        """Each configured API token and what it may do."""
+        return parse_tokens(self.api_tokens)
+
+    @property
+    def store_kind(self) -> Literal["memory", "postgres"]:
+        return "postgres" if self.database_url else "memory"
+
+    @property
+    def listens_on_loopback(self) -> bool:
+        return is_loopback(self.host)
+
+    def check_exposure(self) -> None:
+        """Refuse a listener beyond loopback that nobody has to authenticate to.
+
+        Raises ConfigurationError saying how to configure tokens.
+        """
+        if self.tokens or self.allow_anonymous or self.listens_on_loopback:
+            return
+        raise ConfigurationError(
+            f"refusing to listen on {self.host} without API tokens: anyone who can reach it "
+            "could create tasks that call any address. Set SCHEDULER_API_TOKENS to a "
+            "comma-separated list of tokens (a token ending in ':read' is read-only, e.g. "
+            "SCHEDULER_API_TOKENS='s3cret-admin,s3cret-viewer:read'), or listen on 127.0.0.1, "
+            "or set SCHEDULER_ALLOW_ANONYMOUS=true to accept unauthenticated requests."
+        )
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def parse_tokens(value: str) -> dict[str, Access]:
+    tokens: dict[str, Access] = {}
+    for item in split_list(value):
+        access = Access.WRITE
+        if item.endswith(READ_ONLY_SUFFIX):
+            item, access = item.removesuffix(READ_ONLY_SUFFIX), Access.READ
+        if not item or any(ch.isspace() for ch in item):
+            raise ValueError("each token must be non-empty and contain no spaces")
+        if tokens.get(item, access) is not access:
+            raise ValueError("a token is listed both read-only and read-write")
+        tokens[item] = access
+    return tokens
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field` of `Settings`."""
+    info = Settings.model_fields.get(field)
+    if info is not None and isinstance(info.validation_alias, str):
+        return info.validation_alias
+    if field.upper().startswith(ENV_PREFIX):
+        return field.upper()
+    return ENV_PREFIX + field.upper()
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the environment (`overrides` win). Raises ConfigurationError naming each bad
+    variable, without echoing secret values."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(describe(exc)) from None
+
+
+def describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False):
+        field = str(error["loc"][0]) if error["loc"] else "settings"
+        name = env_name(_field_of(field))
+        message = error["msg"].removeprefix("Value error, ")
+        if _field_of(field) not in _SECRET_FIELDS and "input" in error:
+            message += f" (got {error['input']!r})"
+        lines.append(f"{name}: {message}")
+    return "invalid settings: " + "; ".join(lines)
+
+
+def _field_of(loc: str) -> str:
+    for name, info in Settings.model_fields.items():
+        if loc in (name, info.validation_alias):
+            return name
+    return loc

@@ -1,0 +1,55 @@
+"""Helpers of the entrypoint tests: settings that ignore the environment, a bounded wait,
+request bodies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from entrypoints.settings import Settings
+
+T = TypeVar("T")
+
+
+def make_settings(**overrides: Any) -> Settings:
+    """Settings for a test: the memory store, no tokens, unless `overrides` say otherwise
+    (the variables of the environment running the tests never leak in)."""
+    values: dict[str, Any] = {
+        "database_url": None,
+        "api_tokens": "",
+        "allow_anonymous": False,
+        "host": "127.0.0.1",
+        "port": 0,
+        "engine": "native",
+        "target_allow": "",
+        "target_deny": "",
+        "max_poll_interval": 5.0,
+        "replica": "test:1",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]], *, within: float = 5.0, interval: float = 0.02
+) -> T:
+    """The first truthy result of `probe`, polled until `within` seconds have passed."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s (last: {result!r})")
+        await asyncio.sleep(interval)
+
+
+def cron_task(target_url: str, name: str = "nightly-report", **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "trigger": {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"},
+        "target": {"url": target_url},
+        **fields,
+    }
