@@ -201,7 +201,10 @@ def test_check_accepts_good_templates(executor: HttpExecutor) -> None:
         HttpTarget(
             url="http://h.test/{{ task.name }}",
             headers={"X-At": "{{ now }}"},
-            body={"a": ["{% if last_run %}{{ last_run }}{% endif %}", "{{ run.id }}"]},
+            body={
+                "a": ["{% if last_run %}{{ last_run }}{% endif %}", "{{ run.id }}"],
+                "b": "{% for i in range(3) %}{{ i }}{% endfor %}",
+            },
             template=True,
         )
     )
