@@ -8,14 +8,6 @@ from typing import Any
 from uuid import UUID, uuid4
 from zoneinfo import ZoneInfo
 
-from domain.triggers import (
-    TRIGGER_ADAPTER,
-    CalendarTrigger,
-    IntervalTrigger,
-    OneShotTrigger,
-    Trigger,
-    fire_times,
-)
 from pydantic import ValidationError
 
 from application.pagination import Page, decode_cursor, encode_cursor
@@ -34,6 +26,14 @@ from domain.claims import first_fire_at_or_after, initial_fire_at, run_instant, 
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
+from domain.triggers import (
+    TRIGGER_ADAPTER,
+    CalendarTrigger,
+    IntervalTrigger,
+    OneShotTrigger,
+    Trigger,
+    fire_times,
+)
 from domain.validation import field_errors
 
 MAX_PAGE = 500
