@@ -127,13 +127,16 @@ def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime,
     jitter = timedelta(seconds=task.jitter_seconds)
     # Occurrences at or before `now - jitter` are due whatever their offset; an
     # interval counts them by arithmetic, so a long downtime costs nothing.
-    count, latest, occurrence = 0, first, first
+    count, latest = 0, first
+    occurrence: datetime | None = first
     if isinstance(trigger, IntervalTrigger) and first <= now - jitter:
         every = timedelta(seconds=trigger.every)
         steps = (now - jitter - first) // every
-        latest = first + steps * every
-        count = steps + 1
-        occurrence = trigger.next_fire_time(latest)
+        skipped_to = first + steps * every
+        # Only when that is a real occurrence (an `end_at` may come first).
+        if trigger.next_fire_time(skipped_to - SECOND) == skipped_to:
+            count, latest = steps + 1, skipped_to
+            occurrence = trigger.next_fire_time(skipped_to)
     while occurrence is not None:
         instant = run_instant(task, occurrence)
         if instant is None or instant > now:
@@ -151,7 +154,7 @@ def _jump(trigger: Trigger, now: datetime) -> tuple[datetime, datetime | None]:
     following = trigger.next_fire_time(now)
     back = SECOND
     while True:
-        candidate = trigger.next_fire_time(now - back)
+        candidate: datetime | None = trigger.next_fire_time(now - back)
         if candidate is not None and candidate <= now:
             # Step forward to the last one not after `now`.
             nxt = trigger.next_fire_time(candidate)

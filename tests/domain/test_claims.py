@@ -203,3 +203,12 @@ def test_retry_wait_doubles_and_is_capped() -> None:
     assert [policy.wait_before(n) for n in range(2, 6)] == [2, 4, 8, 10]
     assert policy.wait_before(2, retry_after=100) == 10
     assert policy.wait_before(2, retry_after=3) == 3
+
+
+def test_coalescing_stops_at_the_end_bound() -> None:
+    bounded = IntervalTrigger(every=60, anchor=T0, end_at=T0 + timedelta(minutes=10))
+    decision = claim(make_task(bounded, grace=None), T0 + timedelta(hours=1))
+    assert decision is not None
+    assert decision.coalesced == 11
+    assert decision.scheduled_for == T0 + timedelta(minutes=10)
+    assert decision.next_fire_at is None
