@@ -125,14 +125,14 @@ FOR UPDATE SKIP LOCKED;
 
 -- lock_leases --
 -- Take the lease locks of a batch of tasks in the order given (sorted, so no deadlock).
-SELECT pg_advisory_xact_lock(key) FROM unnest(%(keys)s::bigint[]) AS key;
+SELECT pg_advisory_xact_lock(key) FROM unnest(%(keys)b::bigint[]) AS key;
 
 -- count_leases --
 -- Unexpired leases per task. A statement of its own, after lock_leases, so that its
 -- snapshot sees every lease committed by whoever held a lock before us.
 SELECT task_id, count(*)
 FROM {schema}.run_leases
-WHERE task_id = ANY(%(task_ids)s::uuid[]) AND expires_at > %(now)s
+WHERE task_id = ANY(%(task_ids)b::uuid[]) AND expires_at > %(now)s
 GROUP BY task_id;
 
 -- record_claims --
@@ -143,10 +143,11 @@ WITH advanced AS (
         next_run_at = a.next_run_at,
         last_run_at = COALESCE(a.last_run_at, t.last_run_at)
     FROM unnest(
-        %(task_ids)s::uuid[], %(next_fire_at)s::timestamptz[],
-        %(next_run_at)s::timestamptz[], %(last_run_at)s::timestamptz[]
+        %(task_ids)b::uuid[], %(next_fire_at)b::timestamptz[],
+        %(next_run_at)b::timestamptz[], %(last_run_at)b::timestamptz[]
     ) AS a (id, next_fire_at, next_run_at, last_run_at)
-    WHERE t.id = a.id
+    -- `= ANY` lets the primary key drive the join, whatever the size of the table.
+    WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = a.id
 ), recorded AS (
     INSERT INTO {schema}.runs (
         id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
@@ -156,17 +157,17 @@ WITH advanced AS (
            r.finished_at, r.lease_expires_at, r.status, r.error,
            %(manual)s::boolean, 0, %(replica)s::text
     FROM unnest(
-        %(run_ids)s::uuid[], %(run_task_ids)s::uuid[], %(scheduled_for)s::timestamptz[],
-        %(coalesced)s::integer[], %(claimed_at)s::timestamptz[],
-        %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
-        %(lease_expires_at)s::timestamptz[], %(status)s::text[], %(errors)s::text[]
+        %(run_ids)b::uuid[], %(run_task_ids)b::uuid[], %(scheduled_for)b::timestamptz[],
+        %(coalesced)b::integer[], %(claimed_at)b::timestamptz[],
+        %(started_at)b::timestamptz[], %(finished_at)b::timestamptz[],
+        %(lease_expires_at)b::timestamptz[], %(status)b::text[], %(errors)b::text[]
     ) AS r (id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
             lease_expires_at, status, error)
 )
 INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
 SELECT l.run_id, l.task_id, l.expires_at, %(replica)s::text
 FROM unnest(
-    %(lease_run_ids)s::uuid[], %(lease_task_ids)s::uuid[], %(lease_expires)s::timestamptz[]
+    %(lease_run_ids)b::uuid[], %(lease_task_ids)b::uuid[], %(lease_expires)b::timestamptz[]
 ) AS l (run_id, task_id, expires_at);
 
 
@@ -248,7 +249,7 @@ UPDATE {schema}.run_leases SET cancel_requested = true WHERE run_id = %(id)s;
 -- cancel_requested --
 -- Which of these runs have a cancel request on their lease.
 SELECT run_id FROM {schema}.run_leases
-WHERE run_id = ANY(%(ids)s::uuid[]) AND cancel_requested;
+WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested;
 
 -- expire_lost_runs --
 -- Fail the running runs whose lease expired (their replica is gone) and free the leases.

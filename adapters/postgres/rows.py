@@ -1,4 +1,4 @@
-"""Rows to domain models and back. Trigger and target cross as JSONB through their
+"""Rows to domain models and back. Trigger and target cross as JSON through their
 pydantic models, validated both ways; nothing is pickled."""
 
 from __future__ import annotations
@@ -6,9 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from psycopg.types.json import Jsonb
+from pydantic import TypeAdapter
 
 from domain.runs import Run
-from domain.tasks import Task
+from domain.tasks import HttpTarget, Task
+from domain.triggers import Trigger
+
+_TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
 
 
 def task_params(task: Task) -> dict[str, Any]:
@@ -35,6 +39,9 @@ def task_params(task: Task) -> dict[str, Any]:
 
 
 def to_task(row: dict[str, Any]) -> Task:
+    """A task from a row whose trigger and target are JSON text (see queries.py)."""
+    row["trigger"] = _TRIGGER.validate_json(row["trigger"])
+    row["target"] = HttpTarget.model_validate_json(row["target"])
     return Task.model_validate(row)
 
 

@@ -12,6 +12,7 @@ Particular to this adapter:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
@@ -70,9 +71,25 @@ class PostgresTaskStore:
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
         """One transaction in pipeline mode: statements go out without waiting for each
-        other; a round trip happens only where a result is read, and at COMMIT."""
-        async with self._connection() as conn, conn.pipeline(), conn.transaction():
-            yield conn
+        other; a round trip happens only where a result is read, and at COMMIT.
+
+        BEGIN and COMMIT are plain statements in the pipeline (`conn.transaction()`
+        would add a Sync, so a round trip, at each end). On any exception the
+        transaction is rolled back, unless the connection itself is gone, in which case
+        the server has already rolled it back and the pool discards the connection.
+        """
+        async with self._connection() as conn:
+            try:
+                async with conn.pipeline():
+                    if conn.autocommit:  # otherwise psycopg queues the BEGIN itself
+                        await conn.execute(b"BEGIN", prepare=False)
+                    yield conn
+                    await conn.execute(b"COMMIT", prepare=False)
+            except BaseException:
+                if not conn.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.rollback()
+                raise
 
     async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
         async with self._connection() as conn:
@@ -170,7 +187,7 @@ class PostgresTaskStore:
         batch = ClaimBatch()
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self._q["claim_due"], {"now": now, "limit": limit})
+            await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
             decided = []
             for row in await cur.fetchall():
                 task = _valid_task(row)
