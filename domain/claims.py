@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from uuid import UUID
 
 from domain.runs import RunStatus
-from domain.tasks import HttpTarget, Task
+from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 from domain.triggers import IntervalTrigger, OneShotTrigger, Trigger
 
 SECOND = timedelta(seconds=1)
@@ -167,7 +167,10 @@ def _jump(trigger: Trigger, now: datetime) -> tuple[datetime, datetime | None]:
 def lease_duration(target: HttpTarget) -> timedelta:
     """How long a run may hold its slot: every attempt timing out, every retry
     waiting its longest, plus a margin (API.md `lease_expires_at`)."""
-    seconds = target.timeout_seconds * target.retry.max_attempts + target.retry.total_wait()
+    attempts = target.retry.max_attempts
+    if isinstance(target.auth, OAuth2ClientCredentials):
+        attempts += 1  # a 401 earns one more call with a fresh token
+    seconds = target.timeout_seconds * attempts + target.retry.total_wait()
     return timedelta(seconds=seconds) + LEASE_MARGIN
 
 
