@@ -13,6 +13,7 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
     "message",
     "asctime",
     "taskName",
+    "color_message",  # uvicorn's ANSI-coloured copy of the message
 }
 
 

@@ -24,11 +24,16 @@ from entrypoints.runtime import running
 MAX_BODY_BYTES = 1024 * 1024
 
 
-def create_app(container: Container | None = None, *, run_engine: bool = True) -> Litestar:
+def create_app(
+    container: Container | None = None, *, run_engine: bool = True, manage_runtime: bool = True
+) -> Litestar:
     """The HTTP API on `container` (from the environment when None).
 
-    Its lifespan holds the process's resources (`entrypoints.runtime.running`) and, when
-    `run_engine`, the engine: a process serving both fires tasks as well as taking them.
+    With `manage_runtime`, its lifespan holds the process's resources
+    (`entrypoints.runtime.running`) and, when `run_engine`, the engine, which then fires
+    tasks in this process. Without it the caller holds them (`imbi-scheduler serve` does,
+    so that shutdown drains the engine after the server stopped); `run_engine` then only
+    says whether /readyz checks the engine.
     """
     if container is None:
         container = build_container()
@@ -60,7 +65,7 @@ def create_app(container: Container | None = None, *, run_engine: bool = True) -
             "observer": Provide(observer, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        lifespan=[lifespan],
+        lifespan=[lifespan] if manage_runtime else [],
         openapi_config=openapi_config(),
         state=State({"observer": container.observer()}),
         request_max_body_size=MAX_BODY_BYTES,

@@ -1,0 +1,295 @@
+"""`imbi-scheduler`: serve the API and the engine, initialize the schema, preview triggers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import uvicorn
+
+from adapters.postgres import initialize
+from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
+from domain.validation import FieldError
+from entrypoints.container import Container, build_container
+from entrypoints.http.app import create_app
+from entrypoints.logs import configure_logging
+from entrypoints.runtime import log, running
+from entrypoints.settings import ConfigurationError, Settings, load_settings
+
+
+class ListenError(OSError):
+    """The API could not listen where it was told to."""
+
+
+class UsageError(Exception):
+    """The command line contradicts itself; answered like argparse's own errors."""
+
+
+# sysexits(3) codes, chosen by the most specific class of the error.
+EXIT_CODES: dict[type[BaseException], int] = {
+    ConfigurationError: 78,  # EX_CONFIG
+    InvalidRequest: 65,  # EX_DATAERR
+    StoreUnavailable: 69,  # EX_UNAVAILABLE
+    SchedulerError: 70,  # EX_SOFTWARE
+    ListenError: 71,  # EX_OSERR
+    OSError: 71,
+}
+UNEXPECTED = 70
+
+# What `preview` calls each trigger field, for error messages.
+PREVIEW_OPTIONS = {
+    "trigger.expression": "EXPR",
+    "trigger.timezone": "--timezone",
+    "trigger.every": "--every",
+    "trigger.start_at": "--start-at",
+    "trigger.end_at": "--end-at",
+    "trigger.run_at": "--run-at",
+    "trigger.start_date": "--start-date",
+    "count": "--count",
+    "after": "--after",
+    **{f"trigger.{unit}": f"--{unit}" for unit in ("years", "months", "weeks", "days")},
+    **{f"trigger.{unit}": f"--{unit}" for unit in ("hour", "minute", "second")},
+}
+
+
+def exit_code(exc: BaseException) -> int:
+    for cls in type(exc).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
+    return UNEXPECTED
+
+
+# -- serve -------------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> int:
+    overrides = {name: getattr(args, name) for name in ("host", "port") if getattr(args, name)}
+    settings = load_settings(**overrides)
+    configure_logging(settings.log_level, settings.log_format)
+    if not args.no_api:
+        settings.check_exposure()
+    container = build_container(settings)
+    container.engine()  # a misconfigured engine fails here, before anything starts
+    asyncio.run(_serve(container, settings, api=not args.no_api, engine=not args.no_engine))
+    return 0
+
+
+async def _serve(container: Container, settings: Settings, *, api: bool, engine: bool) -> None:
+    """Run until SIGTERM or SIGINT, then stop: the API stops taking requests and finishes
+    those in flight, the engine drains (up to SCHEDULER_DRAIN_TIMEOUT), pools close."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with running(container, engine=engine):
+        if api and not stop.is_set():
+            app = create_app(container, run_engine=engine, manage_runtime=False)
+            config = uvicorn.Config(
+                app,
+                host=settings.host,
+                port=settings.port,
+                lifespan="on",
+                log_config=None,
+                server_header=False,
+            )
+            # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
+            try:
+                await uvicorn.Server(config).serve()
+            except SystemExit:
+                raise ListenError(
+                    f"could not listen on {settings.host}:{settings.port} (see the log above)"
+                ) from None
+        else:
+            await stop.wait()
+        log.info("stopping: draining runs in flight")
+    log.info("stopped")
+
+
+# -- init-db -----------------------------------------------------------------------------
+
+
+def init_db(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)
+    if not settings.database_url:
+        raise ConfigurationError(
+            "SCHEDULER_DATABASE_URL is not set: init-db needs the PostgreSQL URL "
+            "(e.g. postgresql://user@host:5432/dbname)"
+        )
+    statements = asyncio.run(initialize(settings.database_url, settings.db_schema))
+    if statements:
+        print(f"schema {settings.db_schema}: {len(statements)} statements run")
+    else:
+        print(f"schema {settings.db_schema}: up to date")
+    return 0
+
+
+# -- preview -----------------------------------------------------------------------------
+
+
+def preview(args: argparse.Namespace) -> int:
+    trigger = preview_trigger(args)
+    after = _instant(args.after, "--after") if args.after else None
+    scheduling = build_container().scheduling()
+    try:
+        times = scheduling.preview(trigger, args.count, after)
+    except InvalidRequest as exc:
+        raise InvalidRequest.of(
+            [FieldError(PREVIEW_OPTIONS.get(e.field, e.field), e.message) for e in exc.errors]
+        ) from None
+    zone = ZoneInfo(str(trigger.get("timezone", "UTC")))
+    print(f"{'local (' + zone.key + ')':<36} UTC")
+    for instant in times:
+        local = instant.astimezone(zone)
+        offset = local.isoformat()[19:] or "+00:00"
+        print(f"{local:%Y-%m-%d %H:%M:%S} {local.tzname():<6} ({offset})  {_utc(instant)}")
+    if len(times) < args.count:
+        print("(no more fire times)")
+    return 0
+
+
+def preview_trigger(args: argparse.Namespace) -> dict[str, Any]:
+    """The trigger the options describe, as the API's JSON would give it."""
+    calendar = {
+        unit: getattr(args, unit)
+        for unit in ("years", "months", "weeks", "days", "hour", "minute", "second", "start_date")
+        if getattr(args, unit) is not None
+    }
+    kinds = {
+        "cron": args.expression is not None,
+        "interval": args.every is not None,
+        "one_shot": args.run_at is not None,
+        "calendar": any(unit in calendar for unit in ("years", "months", "weeks", "days")),
+    }
+    chosen = [kind for kind, given in kinds.items() if given]
+    if len(chosen) != 1:
+        raise UsageError(
+            "give exactly one trigger: a cron EXPR, --every, --run-at, or calendar "
+            "--years/--months/--weeks/--days"
+        )
+    trigger: dict[str, Any] = {"kind": chosen[0], "timezone": args.timezone}
+    if chosen[0] == "cron":
+        trigger["expression"] = args.expression
+    elif chosen[0] == "interval":
+        trigger["every"] = int(args.every) if args.every.isdigit() else args.every
+    elif chosen[0] == "one_shot":
+        trigger["run_at"] = args.run_at
+    else:
+        trigger.update(calendar)
+    if chosen[0] != "one_shot":
+        bounds = {"start_at": args.start_at, "end_at": args.end_at}
+        trigger.update({key: value for key, value in bounds.items() if value is not None})
+    return trigger
+
+
+def _instant(value: str, option: str) -> datetime:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequest(option, f"{value!r} is not an ISO 8601 date and time") from None
+
+
+def _utc(instant: datetime) -> str:
+    return instant.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the parser --------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="imbi-scheduler",
+        description="A self-hosted HTTP job scheduler: tasks with cron, interval, calendar "
+        "or one-shot triggers call HTTP targets; any number of replicas share one "
+        "PostgreSQL database. Settings come from SCHEDULER_* environment variables "
+        "(see README.md).",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    formatter = argparse.RawDescriptionHelpFormatter
+
+    run = commands.add_parser(
+        "serve",
+        help="run the HTTP API and the trigger engine",
+        description="Run the HTTP API and the trigger engine in one process until SIGTERM "
+        "or SIGINT, then stop gracefully: finish requests in flight, let runs in flight "
+        "finish (up to SCHEDULER_DRAIN_TIMEOUT seconds), close connections. On PostgreSQL "
+        "the schema is created or upgraded at start. Without SCHEDULER_DATABASE_URL, tasks "
+        "live in memory and nothing persists.",
+        formatter_class=formatter,
+        epilog="examples:\n  imbi-scheduler serve\n  SCHEDULER_DATABASE_URL=postgresql://"
+        "postgres@127.0.0.1/scheduler imbi-scheduler serve --host 0.0.0.0 --port 8005",
+    )
+    run.add_argument("--host", help="listen on this address (overrides SCHEDULER_HOST)")
+    run.add_argument("--port", type=int, help="listen on this port (overrides SCHEDULER_PORT)")
+    role = run.add_mutually_exclusive_group()
+    role.add_argument("--no-engine", action="store_true", help="serve the API only")
+    role.add_argument("--no-api", action="store_true", help="run the engine only, no listener")
+    run.set_defaults(command=serve, parser=run)
+
+    init = commands.add_parser(
+        "init-db",
+        help="create or upgrade the PostgreSQL schema",
+        description="Create or upgrade the schema SCHEDULER_SCHEMA (default: scheduler) in "
+        "the database SCHEDULER_DATABASE_URL names. Safe to run again and from several "
+        "processes at once; `serve` does it at start too.",
+    )
+    init.set_defaults(command=init_db, parser=init)
+
+    show = commands.add_parser(
+        "preview",
+        help="print a trigger's next fire times",
+        description="Print the next fire times of a trigger, in its timezone and in UTC, "
+        "without creating anything. Give exactly one trigger: a cron EXPR, --every, "
+        "--run-at, or a calendar interval (--years/--months/--weeks/--days).",
+        formatter_class=formatter,
+        epilog="examples:\n"
+        "  imbi-scheduler preview '30 2 * * *' --timezone America/New_York --count 5\n"
+        "  imbi-scheduler preview --every PT15M --start-at 2026-01-01T00:00:00Z\n"
+        "  imbi-scheduler preview --months 1 --hour 9 --start-date 2026-01-31 "
+        "--timezone America/New_York\n"
+        "  imbi-scheduler preview --run-at 2026-03-08T02:30:00 --timezone America/New_York",
+    )
+    show.add_argument("expression", nargs="?", metavar="EXPR", help="a cron expression")
+    show.add_argument("--timezone", default="UTC", help="an IANA zone name (default: UTC)")
+    show.add_argument("--count", type=int, default=5, help="how many fire times (1-100)")
+    show.add_argument("--after", help="list fire times after this instant (default: now)")
+    show.add_argument("--every", help="interval: seconds or an ISO 8601 duration (PT15M)")
+    show.add_argument("--run-at", help="one-shot: the instant (naive = in --timezone)")
+    for unit in ("years", "months", "weeks", "days"):
+        show.add_argument(f"--{unit}", type=int, help=f"calendar interval: {unit} per step")
+    for unit in ("hour", "minute", "second"):
+        show.add_argument(f"--{unit}", type=int, help=f"calendar: the wall-clock {unit}")
+    show.add_argument("--start-date", help="calendar: the first date (default: today)")
+    show.add_argument("--start-at", help="cron, interval, calendar: no fire time before this")
+    show.add_argument("--end-at", help="cron, interval, calendar: no fire time after this")
+    show.set_defaults(command=preview, parser=show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.command
+    try:
+        return command(args)
+    except UsageError as exc:
+        args.parser.error(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        code = exit_code(exc)
+        if code == UNEXPECTED and not isinstance(exc, SchedulerError):
+            log.exception("unexpected error")
+        print(f"imbi-scheduler: error: {exc}", file=sys.stderr)
+        return code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
