@@ -14,6 +14,7 @@ Transitions used (from zoneinfo, 2026 unless said):
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -785,3 +786,26 @@ def test_end_equal_to_start_fires_once() -> None:
 def test_far_past_and_far_future() -> None:
     assert cron("0 0 1 1 *").next_fire_time(utc(1, 1, 2)) == utc(2, 1, 1)
     assert cron("0 0 1 1 *").next_fire_time(utc(9999, 6, 1)) is None
+
+
+def test_tzdata_keeps_the_assumptions_the_search_relies_on() -> None:
+    """The cron search looks 27 h around an instant and expects at most one transition
+    in 54 h, and no shift of 27 h or more (docs/triggers.md). Check every zone."""
+    from zoneinfo import _zoneinfo, available_timezones  # type: ignore[attr-defined]
+
+    closest, largest = timedelta.max, timedelta(0)
+    for key in available_timezones():
+        info = _zoneinfo.ZoneInfo.no_cache(key)
+        if not hasattr(info, "_trans_utc"):
+            pytest.skip("this Python's pure zoneinfo keeps its transitions elsewhere")
+        offsets = [info._tti_before or (info._ttinfos or [None])[0], *info._ttinfos]
+        changes = [
+            (moment, abs(after.utcoff - before.utcoff))
+            for moment, before, after in zip(info._trans_utc, offsets, offsets[1:], strict=False)
+            if before is not None and after.utcoff != before.utcoff
+        ]
+        for (first, _), (second, _) in itertools.pairwise(changes):
+            closest = min(closest, timedelta(seconds=second - first))
+        largest = max([largest, *(shift for _, shift in changes)])
+    assert closest > timedelta(hours=54)
+    assert largest < timedelta(hours=27)

@@ -1,0 +1,192 @@
+"""A deliberately naive reference for cron and calendar triggers (TRIGGERS.md, "Testing").
+
+Nothing here is shared with domain/: cron fields are expanded by a small parser of its
+own, wall times are enumerated one by one and matched by set membership, and each is
+mapped to instants by the two rules, straight from zoneinfo:
+
+- gap: a wall time is read with fold=0 (the offset before the transition);
+- fold: the fold=1 reading is a second fire instant when it is *later* than the fold=0
+  one (true only in a repeated hour), and only for schedules matching all 24 hours.
+
+It is slow on purpose. It looks at every wall time from 30 hours before the wall time of
+`after` to 30 hours past the first wall time that fires, a window wider than any UTC
+offset shift of the zones the tests use, so no wall time that could fire first is missed.
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+UTC = timezone.utc
+WINDOW = timedelta(hours=30)
+GIVE_UP = timedelta(days=366 * 30)
+
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+
+
+def number(text: str, names: list[str], first: int) -> int:
+    if text.lower() in names:
+        return names.index(text.lower()) + first
+    return int(text)
+
+
+def expand(text: str, low: int, high: int, names: list[str] | None = None) -> set[int]:
+    """The values a cron field matches: every value of every list item, one by one."""
+    names = names or []
+    first_name = 1 if names is MONTHS else 0
+    values: set[int] = set()
+    for item in text.split(","):
+        has_step = "/" in item
+        step = 1
+        if has_step:
+            item, step_text = item.split("/")
+            step = int(step_text)
+        if item == "*":
+            start, stop = low, high
+        elif "-" in item:
+            a, b = item.split("-")
+            start, stop = number(a, names, first_name), number(b, names, first_name)
+            if names is WEEKDAYS and b.lower() == "sun" and start > 0:
+                stop = 7
+        else:
+            start = number(item, names, first_name)
+            stop = high if has_step else start
+        value = start
+        while value <= stop:
+            values.add(value)
+            value += step
+    return values
+
+
+class ReferenceCron:
+    def __init__(self, expression: str) -> None:
+        text = MACROS.get(expression.strip().lower(), expression)
+        parts = text.split()
+        if len(parts) == 5:
+            parts = ["0", *parts]
+            self.has_seconds = False
+        else:
+            self.has_seconds = True
+        second, minute, hour, day, month, weekday = parts
+        self.seconds = expand(second, 0, 59)
+        self.minutes = expand(minute, 0, 59)
+        self.hours = expand(hour, 0, 23)
+        self.days = expand(day, 1, 31)
+        self.months = expand(month, 1, 12, MONTHS)
+        self.weekdays = {v % 7 for v in expand(weekday, 0, 6, WEEKDAYS)}
+        self.either_day = day != "*" and weekday != "*"
+        self.every_hour = all(h in self.hours for h in range(24))
+
+    def day_matches(self, d: date) -> bool:
+        cron_weekday = d.isoweekday() % 7
+        by_day = d.day in self.days
+        by_weekday = cron_weekday in self.weekdays
+        if self.either_day:
+            return d.month in self.months and (by_day or by_weekday)
+        return d.month in self.months and by_day and by_weekday
+
+    def walls_of(self, d: date) -> list[datetime]:
+        walls = []
+        for h in range(24):
+            if h not in self.hours:
+                continue
+            for m in range(60):
+                if m not in self.minutes:
+                    continue
+                for s in range(60):
+                    if s in self.seconds:
+                        walls.append(datetime(d.year, d.month, d.day, h, m, s))
+        return walls
+
+
+def instants_of(wall: datetime, tz: ZoneInfo, both_in_fold: bool) -> list[datetime]:
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    if both_in_fold and second > first:
+        return [first, second]
+    return [first]
+
+
+def read(value: datetime | None, tz: ZoneInfo) -> datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=tz, fold=0)
+    return value.astimezone(UTC).replace(microsecond=0)
+
+
+def cron_next(
+    expression: str,
+    zone: str,
+    after: datetime,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> datetime | None:
+    cron = ReferenceCron(expression)
+    tz = ZoneInfo(zone)
+    after = after.astimezone(UTC).replace(microsecond=0)
+    start, end = read(start_at, tz), read(end_at, tz)
+    lowest = after.astimezone(tz).replace(tzinfo=None) - WINDOW
+    found: list[datetime] = []
+    stop_at: datetime | None = None
+    day = lowest.date()
+    while stop_at is None or datetime.combine(day, time()) <= stop_at:
+        if datetime.combine(day, time()) > lowest + GIVE_UP:
+            return None
+        if cron.day_matches(day):
+            for wall in cron.walls_of(day):
+                if wall < lowest or (stop_at is not None and wall > stop_at):
+                    continue
+                for moment in instants_of(wall, tz, cron.every_hour):
+                    if moment > after and (start is None or moment >= start):
+                        found.append(moment)
+                        if stop_at is None:
+                            stop_at = wall + WINDOW
+        day += timedelta(days=1)
+    best = min(found)
+    return None if end is not None and best > end else best
+
+
+def calendar_next(
+    *,
+    start_date: date,
+    years: int = 0,
+    months: int = 0,
+    weeks: int = 0,
+    days: int = 0,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    zone: str = "UTC",
+    after: datetime,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> datetime | None:
+    """Walk k = 0, 1, 2 … and compute each date from start_date afresh."""
+    tz = ZoneInfo(zone)
+    after = after.astimezone(UTC).replace(microsecond=0)
+    start, end = read(start_at, tz), read(end_at, tz)
+    k = 0
+    while True:
+        month_index = start_date.month - 1 + k * (12 * years + months)
+        year, month = start_date.year + month_index // 12, month_index % 12 + 1
+        last_day = calendar.monthrange(year, month)[1]
+        fire_date = date(year, month, min(start_date.day, last_day))
+        fire_date += timedelta(days=k * (7 * weeks + days))
+        wall = datetime.combine(fire_date, time(hour, minute, second))
+        moment = instants_of(wall, tz, both_in_fold=False)[0]
+        if moment > after and (start is None or moment >= start):
+            return None if end is not None and moment > end else moment
+        k += 1
