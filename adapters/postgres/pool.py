@@ -14,16 +14,22 @@ def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     timeout: float = 5.0,
-    check: bool = True,
+    check: bool = False,
     name: str | None = None,
 ) -> AsyncConnectionPool[AsyncConnection[Any]]:
     """A closed pool on `url`; the caller opens it (`await pool.open(wait=True)`) and
     closes it.
 
     Connections are in autocommit, so a read is one round trip; the store opens its own
-    transactions. With `check`, a connection that died while idle in the pool (server
-    restart, terminated backend) is replaced before use instead of failing one call.
-    `timeout` bounds the wait for a connection: past it, calls raise StoreUnavailable.
+    transactions. `timeout` bounds the wait for a connection: past it, calls raise
+    StoreUnavailable.
+
+    `check` makes the pool test each connection before handing it out. It costs a round
+    trip per call, and psycopg_pool spaces repeated failed checks by a doubling delay
+    from one second, so after a server restart the first caller may wait seconds. Without
+    it (the default), a connection that died while idle fails once: the store retries a
+    read on another connection by itself, and a write raises StoreUnavailable, which the
+    caller may retry.
     """
     return AsyncConnectionPool(
         url,

@@ -36,6 +36,7 @@ from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
     RunNotRunning,
+    StoreUnavailable,
     TaskNotFound,
     VersionConflict,
 )
@@ -92,16 +93,27 @@ class PostgresTaskStore:
                 raise
 
     async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
-        async with self._connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self._q[query], params)
-            return await cur.fetchone()
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[Row]:
-        async with self._connection() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self._q[query], params)
-            return await cur.fetchall()
+        """Run one read. A read on a pooled connection that turns out dead (the server
+        restarted, the backend was terminated while idle) is retried on another, at most
+        once per connection the pool can hold: reading twice is harmless."""
+        attempts = self._pool.max_size + 1
+        for attempt in range(1, attempts + 1):
+            conn: AsyncConnection[Any] | None = None
+            try:
+                async with self._pool.connection() as conn:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(self._q[query], params)
+                    return await cur.fetchall()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if attempt < attempts and conn is not None and conn.closed:
+                    log.info("retrying a read on a new connection: %s", exc)
+                    continue
+                raise StoreUnavailable("the database is unavailable") from exc
+        raise AssertionError("unreachable")
 
     async def _notify(self, conn: AsyncConnection[Any], channel: str, payload: object) -> None:
         await conn.execute(self._q["notify"], {"channel": channel, "payload": str(payload)})

@@ -1,0 +1,52 @@
+"""Builders and probes shared by the PostgreSQL adapter's tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+import psycopg
+from psycopg import sql
+
+from domain.claims import initial_fire_at, run_instant
+from domain.tasks import HttpTarget, Task
+from domain.triggers import IntervalTrigger, Trigger
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+
+
+def make_task(
+    trigger: Trigger | None = None, *, now: datetime = T0, timeout: float = 30, **fields: Any
+) -> Task:
+    """A task as the use cases create it: due at its first fire time at or after `now`."""
+    fields.setdefault("name", f"task-{uuid4().hex[:10]}")
+    task = Task(
+        id=uuid4(),
+        trigger=trigger or IntervalTrigger(every=60, anchor=now),
+        target=HttpTarget(url="http://127.0.0.1:9/hook", timeout_seconds=timeout),
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds) if task.enabled else None
+    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
+    """Wait until `check()` is true, failing after `within` seconds."""
+    async with asyncio.timeout(within):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+async def query(url: str, statement: str, schema: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run `statement` (with `{schema}` for the test schema) on a connection of its own."""
+    composed = sql.SQL(statement).format(schema=sql.Identifier(schema))  # type: ignore[arg-type]
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(composed, params)
+        return await cur.fetchall() if cur.description else []

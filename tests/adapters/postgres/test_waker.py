@@ -1,0 +1,90 @@
+"""PostgresWaker: woken by writes from other connections, and back after its LISTEN
+connection is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from adapters.postgres import PostgresTaskStore, PostgresWaker
+from tests.adapters.postgres.support import eventually, make_task
+from tests.fixtures.postgres import PostgresBackend
+
+pytestmark = pytest.mark.postgres
+
+
+async def asleep(waker: PostgresWaker, seconds: float = 0.3) -> bool:
+    """True when `wait()` does not return within `seconds` (nothing pending)."""
+    try:
+        await asyncio.wait_for(waker.wait(), seconds)
+    except TimeoutError:
+        return True
+    return False
+
+
+async def test_a_write_from_another_connection_wakes_promptly(
+    postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
+) -> None:
+    waker = await postgres_backend.new_waker()
+    assert await asleep(waker)
+    started = time.monotonic()
+    await postgres_store.create_task(make_task())
+    await asyncio.wait_for(waker.wait(), 2)
+    assert time.monotonic() - started < 1
+    assert await asleep(waker)  # one notification, one wake-up
+
+
+async def test_a_pending_notification_makes_wait_return_at_once(
+    postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
+) -> None:
+    waker = await postgres_backend.new_waker()
+    await postgres_store.create_task(make_task())
+    await eventually(lambda: asyncio.sleep(0.05, result=waker._event.is_set()))
+    await asyncio.wait_for(waker.wait(), 0.1)
+
+
+async def test_notify_wakes_the_other_engines(postgres_backend: PostgresBackend) -> None:
+    sender, receiver = [await postgres_backend.new_waker() for _ in range(2)]
+    await sender.notify()
+    await asyncio.wait_for(receiver.wait(), 2)
+    await asyncio.wait_for(sender.wait(), 2)
+
+
+async def test_a_killed_listen_connection_comes_back_and_still_wakes(
+    postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
+) -> None:
+    waker = await postgres_backend.new_waker()
+    old = waker.listening_pid
+    assert old is not None
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url, autocommit=True) as a:
+        await a.execute("SELECT pg_terminate_backend(%s)", [old])
+
+    async def listening_again() -> bool:
+        return waker.listening_pid not in (None, old)
+
+    await eventually(listening_again)
+    # It wakes once on reconnecting (a notification may have been lost meanwhile) ...
+    await asyncio.wait_for(waker.wait(), 2)
+    assert await asleep(waker)
+    # ... and then on every write, as before.
+    await postgres_store.create_task(make_task())
+    await asyncio.wait_for(waker.wait(), 2)
+
+
+async def test_a_waker_starts_while_the_server_is_unreachable() -> None:
+    waker = PostgresWaker(
+        "postgresql://postgres@127.0.0.1:1/test", "scheduler", connect_timeout=1, max_retry=0.2
+    )
+    try:
+        started = time.monotonic()
+        await waker.start()  # returns after connect_timeout, and keeps trying
+        assert time.monotonic() - started < 3
+        assert waker.listening_pid is None
+        await waker.notify()  # logged, not raised; still wakes this engine
+        await asyncio.wait_for(waker.wait(), 1)
+    finally:
+        await waker.close()
+    await waker.close()  # idempotent
