@@ -53,12 +53,16 @@ def extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
 
 
+class _Handler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler `configure_logging` installs (and replaces when called again)."""
+
+
 def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     """Send every logger (uvicorn's included) to stderr in the chosen format."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Handler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)

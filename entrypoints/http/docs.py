@@ -102,21 +102,29 @@ def model_schemas() -> dict[str, Any]:
 
 
 def accurate(document: dict[str, Any]) -> dict[str, Any]:
-    """`document` with pydantic's model schemas, and each merge-patch body also
-    documented as `application/json` (both are accepted)."""
+    """`document` with pydantic's model schemas, each merge-patch body also documented
+    as `application/json` (both are accepted), a schema on every response header, and
+    without the 400 Litestar documents for parameter errors (this API answers 422)."""
     document = copy.deepcopy(document)
     components = document.setdefault("components", {})
     components["schemas"] = {**components.get("schemas", {}), **model_schemas()}
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
-            content = (
-                operation.get("requestBody", {}).get("content", {})
-                if isinstance(operation, dict)
-                else {}
-            )
-            if MERGE_PATCH_JSON in content:
-                content.setdefault(JSON, content[MERGE_PATCH_JSON])
+            if isinstance(operation, dict):
+                _finish(operation)
     return document
+
+
+def _finish(operation: dict[str, Any]) -> None:
+    content = operation.get("requestBody", {}).get("content", {})
+    if MERGE_PATCH_JSON in content:
+        content.setdefault(JSON, content[MERGE_PATCH_JSON])
+    responses = operation.get("responses", {})
+    if "400" in responses and PROBLEM_JSON not in responses["400"].get("content", {}):
+        del responses["400"]
+    for response in responses.values():
+        for header in response.get("headers", {}).values():
+            header.setdefault("schema", {"type": "string"})
 
 
 class JsonSchemaPlugin(JsonRenderPlugin):

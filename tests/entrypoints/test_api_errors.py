@@ -400,7 +400,8 @@ async def test_readiness_fails_when_the_engine_is_not_running() -> None:
     app = create_app(container)
     async with AsyncTestClient(app=app) as client:
         await eventually(lambda: _status(client, "/readyz", 200))
-        await container.engine().stop()
+        # The app and its engine run on the test client's own event loop.
+        client.blocking_portal.call(container.engine().stop)
 
         problem = assert_problem(await client.get("/readyz"), 503)
 
