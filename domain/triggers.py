@@ -67,16 +67,6 @@ class _Bounded(BaseModel):
             )
         return value
 
-    def _bounds(self, after: datetime) -> tuple[datetime, datetime | None]:
-        """The instant fire times must be strictly later than, and the inclusive end."""
-        start: datetime | None = getattr(self, "start_at", None)
-        end: datetime | None = getattr(self, "end_at", None)
-        tz = zone(getattr(self, "timezone", "UTC"))
-        floor = _after_instant(after)
-        if start is not None:
-            floor = max(floor, instant(start, tz) - ONE_SECOND)
-        return floor, None if end is None else instant(end, tz)
-
 
 class CronTrigger(_Bounded):
     """Fires at the wall-clock times a cron expression names, in `timezone`."""
@@ -98,7 +88,7 @@ class CronTrigger(_Bounded):
 
     def next_fire_time(self, after: datetime) -> datetime | None:
         """The first fire time strictly after `after` (aware), or None. See TRIGGERS.md."""
-        floor, end = self._bounds(after)
+        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
         if end is not None and floor >= end:
             return None
         try:
@@ -118,7 +108,7 @@ class IntervalTrigger(_Bounded):
     end_at: datetime | None = None
     anchor: datetime | None = None
 
-    @field_validator("every", mode="before")
+    @field_validator("every", mode="before", json_schema_input_type=int | str)
     @classmethod
     def _whole_seconds(cls, value: object) -> int:
         try:
@@ -133,7 +123,7 @@ class IntervalTrigger(_Bounded):
 
     def next_fire_time(self, after: datetime) -> datetime | None:
         """The first `anchor + k * every` (k >= 0) strictly after `after`, or None."""
-        floor, end = self._bounds(after)
+        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
         anchor = self.effective_anchor()
         if floor < anchor:
             return _until(anchor, end)
@@ -184,7 +174,7 @@ class CalendarTrigger(_Bounded):
 
     def next_fire_time(self, after: datetime) -> datetime | None:
         """The first fire time strictly after `after` (aware), or None. See TRIGGERS.md."""
-        floor, end = self._bounds(after)
+        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
         if end is not None and floor >= end:
             return None
         try:
@@ -251,6 +241,17 @@ def fire_times(
         if current is not None:
             times.append(current)
     return times
+
+
+def _window(
+    after: datetime, start_at: datetime | None, end_at: datetime | None, zone_name: str
+) -> tuple[datetime, datetime | None]:
+    """The instant fire times must be strictly later than, and the inclusive end."""
+    tz = zone(zone_name)
+    floor = _after_instant(after)
+    if start_at is not None:
+        floor = max(floor, instant(start_at, tz) - ONE_SECOND)
+    return floor, None if end_at is None else instant(end_at, tz)
 
 
 def _after_instant(after: datetime) -> datetime:

@@ -62,7 +62,7 @@ def expand(text: str, low: int, high: int, names: list[str] | None = None) -> se
                 stop = 7
         else:
             start = number(item, names, first_name)
-            stop = high if has_step else start
+            stop = max(high, start) if has_step else start
         value = start
         while value <= stop:
             values.add(value)

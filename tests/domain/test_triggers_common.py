@@ -217,3 +217,10 @@ def test_unknown_zone_names_are_rejected(name: str) -> None:
         OneShotTrigger(run_at=datetime(2026, 1, 1), timezone=name)
     [error] = caught.value.errors()
     assert error["loc"] == ("timezone",)
+
+
+def test_schema_takes_every_as_seconds_or_iso_and_gives_seconds() -> None:
+    taken = TRIGGER_ADAPTER.json_schema()["$defs"]["IntervalTrigger"]["properties"]["every"]
+    given = TRIGGER_ADAPTER.json_schema(mode="serialization")["$defs"]["IntervalTrigger"]
+    assert taken["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert given["properties"]["every"]["type"] == "integer"

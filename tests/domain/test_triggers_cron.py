@@ -326,6 +326,12 @@ FIELD_ROWS = [
     pytest.param("0 12 * * 7", utc(2026, 4, 1), [utc(2026, 4, 5, 12)], id="weekday-7-is-sunday"),
     pytest.param("0 12 * * 0", utc(2026, 4, 1), [utc(2026, 4, 5, 12)], id="weekday-0-is-sunday"),
     pytest.param(
+        "0 12 * * 7/2",
+        utc(2026, 4, 1),
+        [utc(2026, 4, 5, 12), utc(2026, 4, 12, 12)],
+        id="weekday-7-with-step-is-sunday-alone",
+    ),
+    pytest.param(
         "0 12 * * fri-SUN",
         utc(2026, 4, 1),
         [utc(2026, 4, 3, 12), utc(2026, 4, 4, 12), utc(2026, 4, 5, 12), utc(2026, 4, 10, 12)],
