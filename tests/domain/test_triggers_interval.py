@@ -190,6 +190,77 @@ def test_hourly_interval_is_3600_real_seconds_apart_across_dst() -> None:
     assert times[0] == utc(2026, 11, 1, 4, 30)
 
 
+@pytest.mark.parametrize(
+    ("trigger", "after", "expected"),
+    [
+        pytest.param(
+            IntervalTrigger(every=3600, timezone="Europe/London", start_at=datetime(2026, 3, 29)),
+            utc(2026, 3, 28),
+            [utc(2026, 3, 29), utc(2026, 3, 29, 1), utc(2026, 3, 29, 2)],
+            id="elapsed-london-spring-forward",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every=3600, timezone="Europe/London", start_at=datetime(2026, 10, 25, 0, 30)
+            ),
+            utc(2026, 10, 24),
+            [utc(2026, 10, 24, 23, 30), utc(2026, 10, 25, 0, 30), utc(2026, 10, 25, 1, 30)],
+            id="elapsed-london-fall-back",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every=3600, timezone="Australia/Lord_Howe", start_at=datetime(2026, 10, 4, 1)
+            ),
+            utc(2026, 10, 3),
+            [utc(2026, 10, 3, 14, 30), utc(2026, 10, 3, 15, 30), utc(2026, 10, 3, 16, 30)],
+            id="elapsed-lord-howe-half-hour-spring-forward",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every=1800, timezone="Australia/Lord_Howe", start_at=datetime(2026, 4, 5, 1, 30)
+            ),
+            utc(2026, 4, 4),
+            [utc(2026, 4, 4, 14, 30), utc(2026, 4, 4, 15), utc(2026, 4, 4, 15, 30)],
+            id="elapsed-lord-howe-half-hour-fall-back-naive-start-first-instant",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every=3600, timezone="America/Santiago", start_at=datetime(2026, 4, 4, 22)
+            ),
+            utc(2026, 4, 4),
+            [utc(2026, 4, 5, 1), utc(2026, 4, 5, 2), utc(2026, 4, 5, 3), utc(2026, 4, 5, 4)],
+            id="elapsed-santiago-midnight-fall-back",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every=3600, timezone="America/Santiago", start_at=datetime(2026, 9, 6, 0, 30)
+            ),
+            utc(2026, 9, 1),
+            [utc(2026, 9, 6, 4, 30), utc(2026, 9, 6, 5, 30)],
+            id="elapsed-santiago-naive-start-in-gap-read-forward",
+        ),
+        pytest.param(
+            IntervalTrigger(
+                every="P1D", timezone="Pacific/Apia", start_at=datetime(2011, 12, 29, 9)
+            ),
+            utc(2011, 12, 1),
+            [utc(2011, 12, 29, 19), utc(2011, 12, 30, 19), utc(2011, 12, 31, 19)],
+            id="elapsed-apia-p1d-across-the-lost-day",
+        ),
+        pytest.param(
+            IntervalTrigger(every=3600, timezone=NY, start_at=datetime(2026, 3, 8, 2, 30)),
+            utc(2026, 3, 1),
+            [utc(2026, 3, 8, 7, 30), utc(2026, 3, 8, 8, 30)],
+            id="elapsed-new-york-naive-start-in-gap-read-forward",
+        ),
+    ],
+)
+def test_elapsed_time_in_dst_zones(
+    trigger: IntervalTrigger, after: datetime, expected: list[datetime]
+) -> None:
+    assert fire_times(trigger, after, len(expected)) == expected
+
+
 def test_effective_anchor_falls_back_to_epoch() -> None:
     assert IntervalTrigger(every=60).effective_anchor() == utc(1970, 1, 1)
 

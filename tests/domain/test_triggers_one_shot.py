@@ -74,6 +74,36 @@ ONCE = OneShotTrigger(run_at=RUN_AT)
             id="fold-lord-howe-first-instant",
         ),
         pytest.param(
+            OneShotTrigger(run_at=datetime(2026, 3, 29, 1, 30), timezone="Europe/London"),
+            utc(2026, 3, 1),
+            utc(2026, 3, 29, 1, 30),
+            id="gap-london-0130-is-0230-bst",
+        ),
+        pytest.param(
+            OneShotTrigger(run_at=datetime(2026, 10, 25, 1, 30), timezone="Europe/London"),
+            utc(2026, 10, 1),
+            utc(2026, 10, 25, 0, 30),
+            id="fold-london-first-instant-bst",
+        ),
+        pytest.param(
+            OneShotTrigger(run_at=datetime(2026, 10, 4, 2, 15), timezone="Australia/Lord_Howe"),
+            utc(2026, 10, 1),
+            utc(2026, 10, 3, 15, 45),
+            id="gap-lord-howe-half-hour",
+        ),
+        pytest.param(
+            OneShotTrigger(run_at=datetime(2026, 9, 6, 0, 30), timezone="America/Santiago"),
+            utc(2026, 9, 1),
+            utc(2026, 9, 6, 4, 30),
+            id="gap-santiago-missing-midnight-hour",
+        ),
+        pytest.param(
+            OneShotTrigger(run_at=datetime(2026, 4, 4, 23, 30), timezone="America/Santiago"),
+            utc(2026, 4, 1),
+            utc(2026, 4, 5, 2, 30),
+            id="fold-santiago-repeated-hour-before-midnight",
+        ),
+        pytest.param(
             OneShotTrigger(run_at=datetime(2011, 12, 30, 12), timezone="Pacific/Apia"),
             utc(2011, 12, 1),
             utc(2011, 12, 30, 22),
