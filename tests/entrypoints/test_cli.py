@@ -1,0 +1,259 @@
+"""`imbi-scheduler`: preview output, --help, exit codes, init-db against PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from domain.errors import InvalidRequest
+from entrypoints import container as container_module
+from entrypoints.cli import EXIT_CODES, main
+from entrypoints.settings import ConfigurationError
+from tests.entrypoints.live import ROOT, clean_environ, cli_command
+
+
+@pytest.fixture(autouse=True)
+def no_scheduler_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reads SCHEDULER_*; the environment running the tests must not leak in."""
+    for name in list(os.environ):
+        if name.startswith("SCHEDULER_"):
+            monkeypatch.delenv(name)
+
+
+def run(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it: a process of its own."""
+    return subprocess.run(
+        [*cli_command(), *args],
+        env=clean_environ(environ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_preview_prints_local_and_utc_fire_times(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "preview",
+            "30 2 * * *",
+            "--timezone",
+            "America/New_York",
+            "--count",
+            "4",
+            "--after",
+            "2026-03-06T12:00:00Z",
+        ]
+    )
+
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert lines[0].split() == ["local", "(America/New_York)", "UTC"]
+    # 02:30 on 2026-03-08 does not exist in New York: it fires at 03:30 EDT.
+    assert [line.split() for line in lines[1:]] == [
+        ["2026-03-07", "02:30:00", "EST", "(-05:00)", "2026-03-07T07:30:00Z"],
+        ["2026-03-08", "03:30:00", "EDT", "(-04:00)", "2026-03-08T07:30:00Z"],
+        ["2026-03-09", "02:30:00", "EDT", "(-04:00)", "2026-03-09T06:30:00Z"],
+        ["2026-03-10", "02:30:00", "EDT", "(-04:00)", "2026-03-10T06:30:00Z"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(
+            ["--every", "PT6H", "--start-at", "2026-01-01T00:00:00Z"],
+            ["2026-01-01T06:00:00Z", "2026-01-01T12:00:00Z"],
+            id="interval",
+        ),
+        pytest.param(
+            ["--months", "1", "--hour", "9", "--start-date", "2026-01-31"],
+            ["2026-01-31T09:00:00Z", "2026-02-28T09:00:00Z"],
+            id="calendar-month-end",
+        ),
+        pytest.param(
+            ["--run-at", "2026-03-08T02:30:00", "--timezone", "America/New_York"],
+            ["2026-03-08T07:30:00Z"],
+            id="one-shot-in-a-gap",
+        ),
+    ],
+)
+def test_preview_of_the_other_trigger_kinds(
+    capsys: pytest.CaptureFixture[str], args: list[str], expected: list[str]
+) -> None:
+    code = main(["preview", *args, "--count", "2", "--after", "2026-01-01T00:00:00Z"])
+
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert code == 0
+    assert [line.split()[-1] for line in lines if line[0].isdigit()] == expected
+    assert ("(no more fire times)" in lines) == (len(expected) < 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["61 * * * *"], "EXPR"),
+        (["* * * * *", "--timezone", "Mars/Olympus"], "--timezone"),
+        (["--every", "0"], "--every"),
+        (["* * * * *", "--count", "500"], "--count"),
+        (["* * * * *", "--after", "yesterday"], "--after"),
+    ],
+)
+def test_bad_preview_input_exits_65_naming_the_option(
+    capsys: pytest.CaptureFixture[str], args: list[str], option: str
+) -> None:
+    code = main(["preview", *args])
+
+    err = capsys.readouterr().err
+    assert code == EXIT_CODES[InvalidRequest] == 65
+    assert err.startswith(f"imbi-scheduler: error: {option}: ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["preview"], ["preview", "* * * * *", "--every", "60"], ["serve", "--no-api", "--no-engine"]],
+    ids=["no-trigger", "two-triggers", "nothing-to-run"],
+)
+def test_a_contradictory_command_line_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["init-db"], ["preview"]])
+def test_help_says_what_each_command_does(command: list[str]) -> None:
+    result = run(*command, "--help")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: imbi-scheduler")
+    for word in {
+        (): ["serve", "init-db", "preview"],
+        ("serve",): ["--no-engine", "--no-api", "--host", "--port", "SIGTERM"],
+        ("init-db",): ["SCHEDULER_DATABASE_URL"],
+        ("preview",): ["EXPR", "--timezone", "--count", "--every", "--run-at", "--months"],
+    }[tuple(command)]:
+        assert word in result.stdout
+
+
+def test_a_bad_setting_fails_at_start_naming_the_variable() -> None:
+    result = run("serve", SCHEDULER_PORT="eighty", SCHEDULER_LOG_FORMAT="xml")
+
+    assert result.returncode == 78
+    assert "SCHEDULER_PORT" in result.stderr and "SCHEDULER_LOG_FORMAT" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_secret_setting_is_named_but_never_echoed() -> None:
+    result = run("serve", SCHEDULER_API_TOKENS="good, bad token:read")
+
+    assert result.returncode == 78
+    assert "SCHEDULER_API_TOKENS" in result.stderr and "bad token" not in result.stderr
+
+
+def test_serve_refuses_a_public_listener_without_tokens() -> None:
+    result = run("serve", "--host", "0.0.0.0")
+
+    assert result.returncode == 78
+    assert "SCHEDULER_API_TOKENS" in result.stderr
+    assert "SCHEDULER_ALLOW_ANONYMOUS" in result.stderr
+
+
+def test_an_engine_adapter_that_is_not_installed_fails_at_start_clearly(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SCHEDULER_ENGINE", "apscheduler")
+    monkeypatch.setattr(container_module, "APSCHEDULER_MODULE", "adapters.no_such_engine")
+
+    code = main(["serve", "--no-api"])
+
+    err = capsys.readouterr().err
+    assert code == EXIT_CODES[ConfigurationError] == 78
+    assert "SCHEDULER_ENGINE=apscheduler" in err and "SCHEDULER_ENGINE=native" in err
+    assert "Traceback" not in err
+
+
+def test_the_apscheduler_engine_is_one_setting_away() -> None:
+    pytest.importorskip("adapters.apscheduler", reason="the APScheduler adapter is not installed")
+    with subprocess.Popen(
+        [*cli_command(), "serve", "--no-api"],
+        env=clean_environ({"SCHEDULER_ENGINE": "apscheduler"}),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(2)]
+        process.terminate()
+        rest = process.communicate(timeout=60)[1]
+
+    assert process.returncode == 0, rest
+    assert "engine=apscheduler" in "".join(lines) + rest
+
+
+def test_serve_without_a_database_warns_that_nothing_persists() -> None:
+    with subprocess.Popen(
+        [*cli_command(), "serve", "--no-api"],
+        env=clean_environ({}),
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        process.terminate()
+        rest = process.communicate(timeout=60)[1]
+
+    assert "SCHEDULER_DATABASE_URL is not set" in first and "nothing persists" in first
+    assert process.returncode == 0
+    assert "stopped" in rest
+
+
+def test_init_db_needs_a_database_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init-db"]) == EXIT_CODES[ConfigurationError]
+
+    assert "SCHEDULER_DATABASE_URL is not set" in capsys.readouterr().err
+
+
+def test_init_db_against_an_unreachable_server_exits_69() -> None:
+    result = run("init-db", SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+
+    assert result.returncode == 69, result.stderr
+    assert "imbi-scheduler: error:" in result.stderr
+
+
+@pytest.fixture
+def fresh_schema(database_url: str) -> Iterator[str]:
+    schema = f"cli_{uuid.uuid4().hex[:10]}"
+    yield schema
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.mark.postgres
+def test_init_db_creates_the_schema_then_finds_it_up_to_date(
+    database_url: str, fresh_schema: str
+) -> None:
+    environ = {"SCHEDULER_DATABASE_URL": database_url, "SCHEDULER_SCHEMA": fresh_schema}
+
+    first = run("init-db", **environ)
+    second = run("init-db", **environ)
+
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"schema {fresh_schema}: ") and "statements run" in first.stdout
+    assert second.returncode == 0 and second.stdout.strip() == f"schema {fresh_schema}: up to date"
+    with psycopg.connect(database_url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+            (fresh_schema,),
+        ).fetchall()
+    assert {name for (name,) in tables} >= {"tasks", "runs", "run_leases"}
