@@ -62,50 +62,75 @@ def new_run(
 
 @dataclass(slots=True)
 class ClaimBatch:
-    """The columns of one `record_claims` statement."""
+    """The columns of one `record_claims` statement: a row per task, with its run."""
 
+    claimed_at: datetime
     task_ids: list[UUID] = field(default_factory=list)
     next_fire_at: list[datetime | None] = field(default_factory=list)
     next_run_at: list[datetime | None] = field(default_factory=list)
-    last_run_at: list[datetime | None] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
+    run_ids: list[UUID | None] = field(default_factory=list)
+    scheduled_for: list[datetime | None] = field(default_factory=list)
+    coalesced: list[int | None] = field(default_factory=list)
+    status: list[str | None] = field(default_factory=list)
+    lease_expires_at: list[datetime | None] = field(default_factory=list)
 
-    def advance(
+    def add(
         self,
         task_id: UUID,
         next_fire_at: datetime | None,
         next_run_at: datetime | None,
-        last_run_at: datetime | None = None,
+        run: Run | None = None,
     ) -> None:
+        """Advance a task to `next_fire_at`/`next_run_at`, recording `run` (made by
+        `new_run` at this batch's `claimed_at`) when there is one."""
         self.task_ids.append(task_id)
         self.next_fire_at.append(next_fire_at)
         self.next_run_at.append(next_run_at)
-        self.last_run_at.append(last_run_at)
+        if run is None:
+            self.run_ids.append(None)
+            self.scheduled_for.append(None)
+            self.coalesced.append(None)
+            self.status.append(None)
+            self.lease_expires_at.append(None)
+        else:
+            self.run_ids.append(run.id)
+            self.scheduled_for.append(run.scheduled_for)
+            self.coalesced.append(run.coalesced)
+            self.status.append(run.status.value)
+            self.lease_expires_at.append(run.lease_expires_at)
 
     def __bool__(self) -> bool:
-        return bool(self.task_ids or self.runs)
+        return bool(self.task_ids)
 
-    def params(self, replica: str, *, manual: bool) -> dict[str, Any]:
-        runs = self.runs
-        leased = [run for run in runs if run.lease_expires_at is not None]
+    def params(self, replica: str) -> dict[str, Any]:
         return {
             "task_ids": self.task_ids,
             "next_fire_at": self.next_fire_at,
             "next_run_at": self.next_run_at,
-            "last_run_at": self.last_run_at,
-            "manual": manual,
+            "run_ids": self.run_ids,
+            "scheduled_for": self.scheduled_for,
+            "coalesced": self.coalesced,
+            "status": self.status,
+            "lease_expires_at": self.lease_expires_at,
+            "claimed_at": self.claimed_at,
+            "missed_error": NOT_CALLED[RunStatus.MISSED],
+            "skipped_error": NOT_CALLED[RunStatus.SKIPPED],
             "replica": replica,
-            "run_ids": [run.id for run in runs],
-            "run_task_ids": [run.task_id for run in runs],
-            "scheduled_for": [run.scheduled_for for run in runs],
-            "coalesced": [run.coalesced for run in runs],
-            "claimed_at": [run.claimed_at for run in runs],
-            "started_at": [run.started_at for run in runs],
-            "finished_at": [run.finished_at for run in runs],
-            "lease_expires_at": [run.lease_expires_at for run in runs],
-            "status": [run.status.value for run in runs],
-            "errors": [run.error for run in runs],
-            "lease_run_ids": [run.id for run in leased],
-            "lease_task_ids": [run.task_id for run in leased],
-            "lease_expires": [run.lease_expires_at for run in leased],
         }
+
+
+def manual_run_params(run: Run) -> dict[str, Any]:
+    """The parameters of `record_manual_run`."""
+    return {
+        "id": run.id,
+        "task_id": run.task_id,
+        "scheduled_for": run.scheduled_for,
+        "coalesced": run.coalesced,
+        "claimed_at": run.claimed_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "lease_expires_at": run.lease_expires_at,
+        "status": run.status.value,
+        "error": run.error,
+        "replica": run.replica,
+    }

@@ -136,39 +136,64 @@ WHERE task_id = ANY(%(task_ids)b::uuid[]) AND expires_at > %(now)s
 GROUP BY task_id;
 
 -- record_claims --
--- Write a batch of claims at once: advance the tasks, insert the runs and their leases.
-WITH advanced AS (
-    UPDATE {schema}.tasks AS t SET
-        next_fire_at = a.next_fire_at,
-        next_run_at = a.next_run_at,
-        last_run_at = COALESCE(a.last_run_at, t.last_run_at)
-    FROM unnest(
+-- Write a batch of claims at once, one row per task: advance the task, insert its run
+-- (already finished when not called) and, for a running run, its lease. A row without a
+-- run only mends the task's schedule.
+WITH claim AS (
+    SELECT * FROM unnest(
         %(task_ids)b::uuid[], %(next_fire_at)b::timestamptz[],
-        %(next_run_at)b::timestamptz[], %(last_run_at)b::timestamptz[]
-    ) AS a (id, next_fire_at, next_run_at, last_run_at)
+        %(next_run_at)b::timestamptz[], %(run_ids)b::uuid[], %(scheduled_for)b::timestamptz[],
+        %(coalesced)b::integer[], %(status)b::text[], %(lease_expires_at)b::timestamptz[]
+    ) AS c (task_id, next_fire_at, next_run_at, run_id, scheduled_for, coalesced, status,
+            lease_expires_at)
+), advanced AS (
+    UPDATE {schema}.tasks AS t SET
+        next_fire_at = c.next_fire_at,
+        next_run_at = c.next_run_at,
+        last_run_at = CASE WHEN c.status = 'running'
+            THEN %(claimed_at)s::timestamptz ELSE t.last_run_at END
+    FROM claim AS c
     -- `= ANY` lets the primary key drive the join, whatever the size of the table.
-    WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = a.id
+    WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
 ), recorded AS (
+    -- The same fields as adapters.postgres.claiming.new_run gives the returned Run.
     INSERT INTO {schema}.runs (
         id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
         lease_expires_at, status, error, manual, attempts, replica
     )
-    SELECT r.id, r.task_id, r.scheduled_for, r.coalesced, r.claimed_at, r.started_at,
-           r.finished_at, r.lease_expires_at, r.status, r.error,
-           %(manual)s::boolean, 0, %(replica)s::text
-    FROM unnest(
-        %(run_ids)b::uuid[], %(run_task_ids)b::uuid[], %(scheduled_for)b::timestamptz[],
-        %(coalesced)b::integer[], %(claimed_at)b::timestamptz[],
-        %(started_at)b::timestamptz[], %(finished_at)b::timestamptz[],
-        %(lease_expires_at)b::timestamptz[], %(status)b::text[], %(errors)b::text[]
-    ) AS r (id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
-            lease_expires_at, status, error)
+    SELECT c.run_id, c.task_id, c.scheduled_for, c.coalesced, %(claimed_at)s::timestamptz,
+        CASE WHEN c.status = 'running' THEN %(claimed_at)s::timestamptz END,
+        CASE WHEN c.status <> 'running' THEN %(claimed_at)s::timestamptz END,
+        c.lease_expires_at, c.status,
+        CASE c.status WHEN 'missed' THEN %(missed_error)s::text
+            WHEN 'skipped' THEN %(skipped_error)s::text END,
+        false, 0, %(replica)s::text
+    FROM claim AS c
+    WHERE c.run_id IS NOT NULL
+    RETURNING id, task_id, lease_expires_at
 )
 INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
-SELECT l.run_id, l.task_id, l.expires_at, %(replica)s::text
-FROM unnest(
-    %(lease_run_ids)b::uuid[], %(lease_task_ids)b::uuid[], %(lease_expires)b::timestamptz[]
-) AS l (run_id, task_id, expires_at);
+SELECT id, task_id, lease_expires_at, %(replica)s::text
+FROM recorded
+WHERE lease_expires_at IS NOT NULL;
+
+-- record_manual_run --
+-- Insert a manual run and, when it runs, its lease; the task is left as it is.
+WITH recorded AS (
+    INSERT INTO {schema}.runs (
+        id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
+        lease_expires_at, status, error, manual, attempts, replica
+    ) VALUES (
+        %(id)s, %(task_id)s, %(scheduled_for)s, %(coalesced)s, %(claimed_at)s,
+        %(started_at)s, %(finished_at)s, %(lease_expires_at)s, %(status)s, %(error)s,
+        true, 0, %(replica)s
+    )
+    RETURNING id, task_id, lease_expires_at
+)
+INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
+SELECT id, task_id, lease_expires_at, %(replica)s::text
+FROM recorded
+WHERE lease_expires_at IS NOT NULL;
 
 
 -- finish_run --

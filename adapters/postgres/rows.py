@@ -3,6 +3,7 @@ pydantic models, validated both ways; nothing is pickled."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -38,9 +39,16 @@ def task_params(task: Task) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=4096)
+def _trigger(text: str) -> Trigger:
+    # A trigger is an immutable value (TRIGGERS.md: plain data, no state): tasks whose
+    # trigger JSON is equal may share one validated model. Cron parsing is the dear part.
+    return _TRIGGER.validate_json(text)
+
+
 def to_task(row: dict[str, Any]) -> Task:
     """A task from a row whose trigger and target are JSON text (see queries.py)."""
-    row["trigger"] = _TRIGGER.validate_json(row["trigger"])
+    row["trigger"] = _trigger(row["trigger"])
     row["target"] = HttpTarget.model_validate_json(row["target"])
     return Task.model_validate(row)
 

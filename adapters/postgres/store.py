@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from adapters.postgres.claiming import ClaimBatch, lease_lock_key, new_run
+from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params, new_run
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
@@ -196,7 +196,7 @@ class PostgresTaskStore:
 
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
         claimed: list[ClaimedRun] = []
-        batch = ClaimBatch()
+        batch = ClaimBatch(claimed_at=truncate(now))
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
@@ -211,20 +211,17 @@ class PostgresTaskStore:
                 if decision is None:
                     # next_run_at disagrees with next_fire_at (a hand edit?): mend it
                     # rather than meet this row at the head of every claim.
-                    fire_at = task.next_fire_at
-                    batch.advance(task.id, fire_at, run_instant(task, fire_at))
+                    batch.add(task.id, task.next_fire_at, run_instant(task, task.next_fire_at))
                     continue
                 active = leases.get(task.id, 0)
                 status = resolve_status(decision.status, active, task.max_running_instances)
                 run = new_run(
                     task, now, replica, status, decision.scheduled_for, decision.coalesced
                 )
-                last_run_at = run.claimed_at if status is RunStatus.RUNNING else None
-                batch.advance(task.id, decision.next_fire_at, decision.next_run_at, last_run_at)
-                batch.runs.append(run)
+                batch.add(task.id, decision.next_fire_at, decision.next_run_at, run)
                 claimed.append(ClaimedRun(task=task, run=run))
             if batch:
-                await conn.execute(self._q["record_claims"], batch.params(replica, manual=False))
+                await conn.execute(self._q["record_claims"], batch.params(replica))
         return claimed
 
     async def _lease_counts(
@@ -253,8 +250,7 @@ class PostgresTaskStore:
                 RunStatus.RUNNING, leases.get(task_id, 0), task.max_running_instances
             )
             run = new_run(task, now, replica, status, truncate(now), 1, manual=True)
-            batch = ClaimBatch(runs=[run])
-            await conn.execute(self._q["record_claims"], batch.params(replica, manual=True))
+            await conn.execute(self._q["record_manual_run"], manual_run_params(run))
         return ClaimedRun(task=task, run=run)
 
     # -- runs ------------------------------------------------------------------------

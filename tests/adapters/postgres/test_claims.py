@@ -112,6 +112,10 @@ async def test_misfire_and_coalescing_across_replicas(postgres_backend: Postgres
     assert runs[strict.id].finished_at is not None
     for task in (lenient, strict):
         assert (await first.get_task(task.id)).next_run_at == T0 + 11 * MINUTE
+        assert await first.get_run(runs[task.id].id) == runs[task.id]  # as stored
+    # Only a run that is called moves last_run_at.
+    assert (await first.get_task(lenient.id)).last_run_at == late
+    assert (await first.get_task(strict.id)).last_run_at == T0
     assert await drain(first, late, 10, "a") == []
 
 
@@ -131,6 +135,8 @@ async def test_lease_limit_holds_across_replicas(postgres_backend: PostgresBacke
         task.id,
     )
     assert {row[0] for row in leases} == {r.id for r in runs if r.status is RunStatus.RUNNING}
+    for run in runs:
+        assert await replicas[0].get_run(run.id) == run  # as stored
 
 
 async def test_an_expired_lease_frees_the_slot_of_a_lost_replica(

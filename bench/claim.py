@@ -1,0 +1,152 @@
+"""Claim throughput of the PostgreSQL store.
+
+Fills a schema of its own with N due tasks (an hourly interval, all due at once, each
+with a target URL of its own), then,
+for 1 and 3 concurrent claimers and batch sizes 1, 10, 100 and 500, claims every task
+once through `PostgresTaskStore.claim_due` (the full path: select and lock, the claim
+rule, lease locks and counts, task updates, run and lease rows) and prints the
+occurrences claimed per second, one figure per line. Each claimer is a process of its
+own with its own pool, as replicas are. The schema is dropped at the end.
+
+    python bench/claim.py [--tasks N] [--url URL]
+
+The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
+database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from domain.tasks import HttpTarget
+from domain.triggers import IntervalTrigger
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(seconds=5)
+CLAIMERS = (1, 3)
+BATCHES = (1, 10, 100, 500)
+
+
+async def fill(conn: psycopg.AsyncConnection, schema: str, count: int) -> None:
+    trigger = IntervalTrigger(every=3600, anchor=T0).model_dump(mode="json")
+    target = HttpTarget(url="http://127.0.0.1:9/hook").model_dump(mode="json")
+    await conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.tasks (id, name, trigger, target, misfire_grace_seconds,"
+            " created_at, updated_at) SELECT gen_random_uuid(), 'bench-' || i, %s,"
+            " jsonb_set(%s, ARRAY['url'], to_jsonb(%s || i)), 60, %s, %s"
+            " FROM generate_series(1, %s) AS i"
+        ).format(sql.Identifier(schema)),
+        [Jsonb(trigger), Jsonb(target), f"{target['url']}/", T0, T0, count],
+    )
+
+
+async def reset(conn: psycopg.AsyncConnection, schema: str) -> None:
+    """Every task due again, no runs, no leases, no dead rows."""
+    name = sql.Identifier(schema)
+    await conn.execute(
+        sql.SQL(
+            "UPDATE {}.tasks SET next_fire_at = %s, next_run_at = %s, last_run_at = NULL"
+        ).format(name),
+        [T0, T0],
+    )
+    await conn.execute(sql.SQL("TRUNCATE {}.runs, {}.run_leases").format(name, name))
+    for table in ("tasks", "runs", "run_leases"):
+        await conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, table)))
+
+
+async def claim_all(url: str, schema: str, batch: int, replica: str, start: Barrier) -> int:
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        await store.claim_due(T0 - timedelta(days=1), batch, replica)  # warm up: none due
+        start.wait()
+        claimed = 0
+        while found := await store.claim_due(NOW, batch, replica):
+            claimed += len(found)
+        return claimed
+    finally:
+        await pool.close()
+
+
+def claimer(url: str, schema: str, batch: int, replica: str, start: Barrier, out: mp.Queue) -> None:
+    claimed = asyncio.run(claim_all(url, schema, batch, replica, start))
+    out.put((claimed, time.perf_counter()))
+
+
+def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> float:
+    """Occurrences per second from the moment every claimer is ready to the last one's end."""
+    start = mp.Barrier(claimers + 1)
+    out: mp.Queue = mp.Queue()
+    procs = [
+        mp.Process(target=claimer, args=(url, schema, batch, f"bench:{i}", start, out))
+        for i in range(claimers)
+    ]
+    for proc in procs:
+        proc.start()
+    start.wait()
+    began = time.perf_counter()
+    results = [out.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    claimed = sum(n for n, _ in results)
+    if claimed != count:
+        raise SystemExit(f"claimed {claimed} occurrences of {count}")
+    return count / (max(end for _, end in results) - began)
+
+
+async def prepare(url: str, schema: str, count: int) -> None:
+    await initialize(url, schema)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await fill(conn, schema, count)
+
+
+async def again(url: str, schema: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await reset(conn, schema)
+
+
+async def drop(url: str, schema: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    args = parser.parse_args()
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    asyncio.run(prepare(args.url, schema, args.tasks))
+    try:
+        for claimers in CLAIMERS:
+            for batch in BATCHES:
+                asyncio.run(again(args.url, schema))
+                rate = measure(args.url, schema, claimers, batch, args.tasks)
+                print(f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s", flush=True)
+    finally:
+        asyncio.run(drop(args.url, schema))
+
+
+if __name__ == "__main__":
+    main()
