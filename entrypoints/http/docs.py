@@ -85,11 +85,6 @@ _DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     ),
     *((model, "serialization") for model in (RenderedRequest, Problem, Health, Ready)),
 ]
-# What a schema cannot say by itself: `every` takes seconds or an ISO 8601 duration.
-_EVERY = {
-    "description": "Seconds, or an ISO 8601 duration such as PT15M or P1D.",
-    "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "examples": ["PT15M"]}],
-}
 
 
 @functools.cache
@@ -97,7 +92,6 @@ def model_schemas() -> dict[str, Any]:
     """Component schemas of every documented model, as pydantic writes them."""
     _, top = models_json_schema(_DOCUMENTED, ref_template="#/components/schemas/{model}")
     schemas: dict[str, Any] = top["$defs"]
-    schemas["IntervalTrigger"]["properties"]["every"] = _EVERY
     return schemas
 
 
@@ -106,13 +100,39 @@ def accurate(document: dict[str, Any]) -> dict[str, Any]:
     as `application/json` (both are accepted), a schema on every response header, and
     without the 400 Litestar documents for parameter errors (this API answers 422)."""
     document = copy.deepcopy(document)
-    components = document.setdefault("components", {})
-    components["schemas"] = {**components.get("schemas", {}), **model_schemas()}
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
             if isinstance(operation, dict):
                 _finish(operation)
+    components = document.setdefault("components", {})
+    schemas = {**components.get("schemas", {}), **model_schemas()}
+    # Pydantic names a model that reads differently from how it is written twice
+    # ("X-Input", "X-Output"); Litestar's own "X" is then left unused.
+    components["schemas"] = {name: schemas[name] for name in sorted(_reachable(document, schemas))}
     return document
+
+
+def _reachable(document: dict[str, Any], schemas: dict[str, Any]) -> set[str]:
+    """The component schemas the paths refer to, directly or through other schemas."""
+    seen: set[str] = set()
+    pending = _refs(document.get("paths", {}))
+    while pending:
+        name = pending.pop()
+        if name not in seen and name in schemas:
+            seen.add(name)
+            pending |= _refs(schemas[name])
+    return seen
+
+
+def _refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {str(node["$ref"]).rsplit("/", 1)[-1]} if "$ref" in node else set()
+        for value in node.values():
+            found |= _refs(value)
+        return found
+    if isinstance(node, list):
+        return set().union(*(_refs(value) for value in node)) if node else set()
+    return set()
 
 
 def _finish(operation: dict[str, Any]) -> None:
