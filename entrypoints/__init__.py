@@ -1,0 +1,1 @@
+"""Entry points: settings, the composition root (container), the HTTP API and the CLI."""

@@ -141,11 +141,11 @@ def not_ready(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, A
     return problem(503, "not-ready", str(exc), extra={"checks": exc.checks})
 
 
-def http_error(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def http_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     assert isinstance(exc, HTTPException)
     status = exc.status_code
     if status >= 500:
-        return internal_error(_, exc)
+        return internal_error(request, exc)
     slug = HTTPStatus(status).phrase.lower().replace(" ", "-").replace("'", "")
     return problem(status, slug, exc.detail, headers=exc.headers)
 
