@@ -25,6 +25,11 @@ from domain.runs import ClaimedRun, RunStatus
 
 log = logging.getLogger("scheduler.engine")
 
+# A saturated engine claims again once half a batch of slots is free, or this many
+# seconds after the first slot freed up: claims stay batched without holding a due
+# run back for long.
+REFILL_DELAY = 0.02
+
 
 class TriggerLoop:
     """Fills the `Engine` port (and `RunDispatcher`, for manual runs) with a loop over
@@ -51,6 +56,8 @@ class TriggerLoop:
         self._stop_requested = asyncio.Event()
         self._slots_free = asyncio.Event()
         self._starved = False
+        self._refill_at = max(1, min(settings.batch_size, settings.max_concurrent_runs) // 2)
+        self._refill_timer: asyncio.TimerHandle | None = None
         self._healthy = False
         self._waker_started = False
         self._last_pass_at: datetime | None = None
@@ -245,6 +252,17 @@ class TriggerLoop:
             await asyncio.wait_for(self._stop_requested.wait(), seconds)
 
     def _slot_freed(self) -> None:
+        if not self._starved:
+            return
+        if self._settings.max_concurrent_runs - len(self._runs) >= self._refill_at:
+            self._refill()
+        elif self._refill_timer is None:
+            self._refill_timer = asyncio.get_running_loop().call_later(REFILL_DELAY, self._refill)
+
+    def _refill(self) -> None:
+        if self._refill_timer is not None:
+            self._refill_timer.cancel()
+            self._refill_timer = None
         if self._starved:
             self._starved = False
             self._slots_free.set()

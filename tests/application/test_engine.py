@@ -1,0 +1,328 @@
+"""What only the native engine promises, beyond the contract: store outages, its
+ceiling on runs in flight, the observer, structured logs, the retention sweep."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import uuid4
+
+import pytest
+
+from adapters.clock import FakeClock
+from adapters.memory import InMemoryTaskStore, NoopExecutor
+from application.engine import TriggerLoop
+from application.engine_settings import EngineSettings
+from domain.claims import initial_fire_at, run_instant
+from domain.errors import StoreUnavailable
+from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
+from domain.tasks import HttpTarget, Task
+from domain.triggers import IntervalTrigger
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+T = TypeVar("T")
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float = 10) -> T:
+    deadline = time.monotonic() + within
+    while not (result := await probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+    return result
+
+
+def make_task(now: datetime = T0, every: int = 60, **fields: Any) -> Task:
+    task = Task(
+        id=uuid4(),
+        name=f"task-{uuid4().hex[:10]}",
+        trigger=IntervalTrigger(every=every, anchor=now),
+        target=HttpTarget(url="http://127.0.0.1:9/"),
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
+    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+
+
+class FlakyStore:
+    """An in-memory store that fails like a restarting database when told to."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        self.inner = store
+        self.down = False
+        self.failing_finishes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreUnavailable()
+            if name == "finish_run" and self.failing_finishes > 0:
+                self.failing_finishes -= 1
+                raise StoreUnavailable()
+            return await method(*args, **kwargs)
+
+        return call
+
+
+class GatedExecutor(NoopExecutor):
+    """Holds every call until the gate opens; counts how many are in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.running = 0
+        self.most = 0
+
+    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            await self.gate.wait()
+            return await super().execute(task, run, last_run_at)
+        finally:
+            self.running -= 1
+
+
+class BrokenExecutor(NoopExecutor):
+    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+        raise RuntimeError("a bug")
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.started: list[ClaimedRun] = []
+        self.finished: list[Run] = []
+        self.errors: list[BaseException] = []
+        self.in_flight_counts: list[int] = []
+
+    def claim_batch(self, count: int, seconds: float) -> None:
+        self.batches.append(count)
+
+    def run_started(self, claimed_run: ClaimedRun, lateness_seconds: float) -> None:
+        self.started.append(claimed_run)
+
+    def run_finished(self, run: Run, duration_seconds: float) -> None:
+        self.finished.append(run)
+
+    def store_error(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+
+    def in_flight(self, n: int) -> None:
+        self.in_flight_counts.append(n)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def store() -> InMemoryTaskStore:
+    return InMemoryTaskStore()
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[list[TriggerLoop]]:
+    started: list[TriggerLoop] = []
+    yield started
+    for engine in started:
+        await engine.stop()
+
+
+def settings(**overrides: Any) -> EngineSettings:
+    base: dict[str, Any] = {
+        "replica": "unit",
+        "store_retry_initial": 0.01,
+        "store_retry_max": 0.05,
+        "drain_timeout": 2.0,
+    }
+    return EngineSettings(**(base | overrides))
+
+
+async def finished_runs(store: InMemoryTaskStore, task: Task) -> list[Run]:
+    return [r for r in await store.list_runs(task.id, None, None, 100) if r.status.finished]
+
+
+async def test_a_store_outage_is_retried_and_firing_resumes(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    flaky = FlakyStore(store)
+    flaky.down = True
+    observer = RecordingObserver()
+    engine = TriggerLoop(flaky, store.new_waker(), NoopExecutor(clock), clock, settings(), observer)
+    engines.append(engine)
+    await engine.start()
+
+    async def retried() -> bool:
+        return len(observer.errors) >= 3
+
+    await eventually(retried, "several retries")
+    assert not engine.alive
+    task = await store.create_task(make_task())
+    flaky.down = False
+
+    async def alive() -> bool:
+        return engine.alive
+
+    await eventually(alive, "the engine to recover")
+    runs = await eventually(lambda: finished_runs(store, task), "the run")
+    assert runs[0].status is RunStatus.SUCCEEDED
+
+
+async def test_an_outcome_is_recorded_once_the_store_is_back(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    flaky = FlakyStore(store)
+    flaky.failing_finishes = 3
+    engine = TriggerLoop(flaky, store.new_waker(), NoopExecutor(clock), clock, settings())
+    engines.append(engine)
+    task = await store.create_task(make_task())
+    await engine.start()
+    [run] = await eventually(lambda: finished_runs(store, task), "the recorded run")
+    assert run.status is RunStatus.SUCCEEDED
+    assert flaky.failing_finishes == 0
+
+
+async def test_claims_never_exceed_the_free_slots(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    executor = GatedExecutor()
+    tasks = [await store.create_task(make_task()) for _ in range(10)]
+    engine = TriggerLoop(
+        store, store.new_waker(), executor, clock, settings(max_concurrent_runs=3, batch_size=2)
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def three_running() -> bool:
+        return executor.running == 3
+
+    await eventually(three_running, "three calls")
+    claimed = [t for t in tasks if (await store.get_task(t.id)).next_run_at != T0]
+    assert len(claimed) == 3  # the other seven wait in the store, not in the process
+    executor.gate.set()  # finishing runs wake the loop: no clock move, no notification
+
+    async def all_done() -> bool:
+        return all([await finished_runs(store, t) for t in tasks])
+
+    await eventually(all_done, "every task to run")
+    assert executor.most == 3
+
+
+async def test_an_executor_that_raises_fails_the_run_not_the_loop(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task())
+    engine = TriggerLoop(store, store.new_waker(), BrokenExecutor(), clock, settings())
+    engines.append(engine)
+    await engine.start()
+    [run] = await eventually(lambda: finished_runs(store, task), "the failed run")
+    assert (run.status, run.error) == (RunStatus.FAILED, "executor error (RuntimeError)")
+    assert engine.alive
+
+
+async def test_the_observer_sees_batches_runs_and_in_flight(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    observer = RecordingObserver()
+    running = await store.create_task(make_task())
+    missed = await store.create_task(
+        make_task(T0 - timedelta(seconds=30), 3600, misfire_grace_seconds=10)
+    )
+    engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings(), observer)
+    engines.append(engine)
+    await engine.start()
+    await eventually(lambda: finished_runs(store, running), "the run")
+
+    async def both_reported() -> bool:
+        return len(observer.finished) == 2
+
+    await eventually(both_reported, "both outcomes")
+    assert 2 in observer.batches
+    assert [c.task.id for c in observer.started] == [running.id]
+    by_task = {run.task_id: run.status for run in observer.finished}
+    assert by_task == {running.id: RunStatus.SUCCEEDED, missed.id: RunStatus.MISSED}
+    assert observer.in_flight_counts[0] == 1 and observer.in_flight_counts[-1] == 0
+
+
+async def test_each_run_is_logged_with_its_fields(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler.engine")
+    task = await store.create_task(make_task())
+    engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings())
+    engines.append(engine)
+    await engine.start()
+    [run] = await eventually(lambda: finished_runs(store, task), "the run")
+    [batch] = [r for r in caplog.records if getattr(r, "count", None) == 1]
+    assert (batch.running, batch.missed, batch.skipped) == (1, 0, 0)  # type: ignore[attr-defined]
+    [line] = [r for r in caplog.records if getattr(r, "run_id", None) == str(run.id)]
+    fields = line.__dict__
+    assert fields["task_id"] == str(task.id)
+    assert fields["scheduled_for"] == T0.isoformat()
+    assert fields["status"] == "succeeded"
+    assert fields["lateness"] == 0
+    assert fields["duration"] >= 0
+
+
+async def test_the_retention_sweep_deletes_old_runs(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(T0 - timedelta(days=40)))
+    [claimed] = await store.claim_due(T0 - timedelta(days=40), 10, "old")
+    await store.finish_run(claimed.run.id, RunOutcome(status=RunStatus.SUCCEEDED, finished_at=T0))
+    paused = (await store.get_task(task.id)).model_copy(
+        update={"enabled": False, "next_fire_at": None, "next_run_at": None}
+    )
+    await store.update_task(paused, 1, reschedule=True)
+    engine = TriggerLoop(
+        store,
+        store.new_waker(),
+        NoopExecutor(clock),
+        clock,
+        settings(retention_batch_size=1),
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def gone() -> bool:
+        return await store.list_runs(task.id, None, None, 10) == []
+
+    await eventually(gone, "the old run to be deleted")
+
+
+async def test_start_and_stop_are_idempotent(store: InMemoryTaskStore, clock: FakeClock) -> None:
+    engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings())
+    assert not engine.alive
+    await engine.start()
+    await engine.start()
+
+    async def alive() -> bool:
+        return engine.alive
+
+    await eventually(alive, "the engine")
+    await engine.stop()
+    await engine.stop()
+    assert not engine.alive
+
+
+def test_settings_reject_nonsense() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        EngineSettings(batch_size=0)
+    with pytest.raises(ValueError, match="max_poll_interval"):
+        EngineSettings(max_poll_interval=timedelta(0))
+    with pytest.raises(ValueError, match="backoff"):
+        EngineSettings(store_retry_initial=2, store_retry_max=1)
+    assert ":" in EngineSettings().replica
