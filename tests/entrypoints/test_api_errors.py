@@ -86,6 +86,19 @@ async def test_unknown_field_is_named_by_its_own_path(
     assert await task_count(client) == 0
 
 
+async def test_an_unknown_field_in_a_merge_patch_is_named_and_changes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.patch(
+        "/tasks/nightly-report", json={"description": "x", "target": {"retries": 3}}
+    )
+
+    assert fields(assert_problem(response, 422)) == ["target.retries"]
+    assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
+
+
 async def test_one_shot_in_the_past_beyond_the_grace_is_rejected(
     client: Client, recording_target: RecordingTarget
 ) -> None:
