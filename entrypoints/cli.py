@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -87,28 +88,30 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    serving: tuple[uvicorn.Server, socket.socket] | None = None
+    if api:
+        app = create_app(container, run_engine=engine, manage_runtime=False)
+        config = uvicorn.Config(
+            app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
+        )
+        serving = uvicorn.Server(config), _listen(config)
     async with running(container, engine=engine):
-        if api and not stop.is_set():
-            app = create_app(container, run_engine=engine, manage_runtime=False)
-            config = uvicorn.Config(
-                app,
-                host=settings.host,
-                port=settings.port,
-                lifespan="on",
-                log_config=None,
-                server_header=False,
-            )
+        if serving is not None and not stop.is_set():
+            server, listener = serving
             # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
-            try:
-                await uvicorn.Server(config).serve()
-            except SystemExit:
-                raise ListenError(
-                    f"could not listen on {settings.host}:{settings.port} (see the log above)"
-                ) from None
+            await server.serve(sockets=[listener])
         else:
             await stop.wait()
         log.info("stopping: draining runs in flight")
     log.info("stopped")
+
+
+def _listen(config: uvicorn.Config) -> socket.socket:
+    """Bind the API's socket before anything starts, so a taken port fails at once."""
+    try:
+        return config.bind_socket()
+    except SystemExit:  # uvicorn has logged why
+        raise ListenError(f"could not listen on {config.host}:{config.port}") from None
 
 
 # -- init-db -----------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -166,6 +167,17 @@ def test_serve_refuses_a_public_listener_without_tokens() -> None:
     assert result.returncode == 78
     assert "SCHEDULER_API_TOKENS" in result.stderr
     assert "SCHEDULER_ALLOW_ANONYMOUS" in result.stderr
+
+
+def test_a_port_in_use_exits_71_before_anything_starts() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        result = run("serve", "--port", str(taken.getsockname()[1]))
+
+    assert result.returncode == 71
+    assert "could not listen on 127.0.0.1:" in result.stderr
+    assert "engine started" not in result.stderr
 
 
 def test_an_engine_adapter_that_is_not_installed_fails_at_start_clearly(
