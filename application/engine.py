@@ -159,24 +159,27 @@ class TriggerLoop:
             await self._waker.start()
             self._waker_started = True
         await self._check_cancels()
-        await self._claim()
+        claimed_at = await self._claim()
         now = self._clock.now()
         await self._sweep(now)
-        deadline = await self._deadline(now)
+        deadline = await self._deadline(now, claimed_at)
         self._last_pass_at = began
         return deadline
 
-    async def _claim(self) -> None:
-        """Claim batches while they come back full and slots are free."""
+    async def _claim(self) -> datetime | None:
+        """Claim batches while they come back full and slots are free. Returns the
+        instant of the last claim, after which nothing claimable was left due."""
         settings = self._settings
+        claimed_at = None
         while not self._stopping:
             free = settings.max_concurrent_runs - len(self._runs)
             if free <= 0:
                 self._starved = True
-                return
+                return None
             limit = min(settings.batch_size, free)
             began = time.perf_counter()
-            batch = await self._store.claim_due(self._clock.now(), limit, settings.replica)
+            claimed_at = self._clock.now()
+            batch = await self._store.claim_due(claimed_at, limit, settings.replica)
             seconds = time.perf_counter() - began
             self._observer.claim_batch(len(batch), seconds)
             if batch:
@@ -184,7 +187,8 @@ class TriggerLoop:
             for claimed in batch:
                 self._runs.dispatch(claimed)
             if len(batch) < limit:
-                return
+                return claimed_at
+        return claimed_at
 
     async def _check_cancels(self) -> None:
         cancellable = self._runs.cancellable()
@@ -211,7 +215,7 @@ class TriggerLoop:
                 log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
             self._next_retention_sweep = now + settings.retention_sweep_interval
 
-    async def _deadline(self, now: datetime) -> datetime:
+    async def _deadline(self, now: datetime, claimed_at: datetime | None) -> datetime:
         settings = self._settings
         deadline = now + settings.max_poll_interval
         for sweep in (self._next_lost_sweep, self._next_retention_sweep):
@@ -220,10 +224,12 @@ class TriggerLoop:
         if self._starved:
             return deadline  # a finishing run wakes the loop
         due = await self._store.next_due_at()
-        # A task still due now was not claimable (another replica holds it): poll.
-        if due is not None and now < due < deadline:
-            deadline = due
-        return deadline
+        if due is None or due >= deadline:
+            return deadline
+        if claimed_at is not None and due <= claimed_at:
+            # Due when we claimed, yet not claimed: another replica holds it. Poll.
+            return deadline
+        return due  # in the past when it came due during this pass: look again now
 
     async def _sleep_until(self, deadline: datetime) -> None:
         """Until the deadline, a notification, a freed slot, or stop."""

@@ -192,6 +192,38 @@ async def test_an_outcome_is_recorded_once_the_store_is_back(
     assert flaky.failing_finishes == 0
 
 
+class SlowClaims(FlakyStore):
+    """Time passes during the first claim, as it does when a claim is slow."""
+
+    def __init__(self, store: InMemoryTaskStore, clock: FakeClock) -> None:
+        super().__init__(store)
+        self.clock = clock
+        self.claims = 0
+
+    async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
+        claimed = await self.inner.claim_due(now, limit, replica)
+        self.claims += 1
+        if self.claims == 1:
+            self.clock.advance(1)
+        return claimed
+
+
+async def test_a_task_that_came_due_during_a_pass_is_claimed_at_once(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(every=1))
+    engine = TriggerLoop(
+        SlowClaims(store, clock), store.new_waker(), NoopExecutor(clock), clock, settings()
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def both() -> bool:
+        return len(await finished_runs(store, task)) == 2
+
+    await eventually(both, "the occurrence that came due while claiming")
+
+
 async def test_claims_never_exceed_the_free_slots(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
