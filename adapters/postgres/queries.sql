@@ -128,12 +128,17 @@ FOR UPDATE SKIP LOCKED;
 SELECT pg_advisory_xact_lock(key) FROM unnest(%(keys)b::bigint[]) AS key;
 
 -- count_leases --
--- Unexpired leases per task. A statement of its own, after lock_leases, so that its
--- snapshot sees every lease committed by whoever held a lock before us.
-SELECT task_id, count(*)
-FROM {schema}.run_leases
-WHERE task_id = ANY(%(task_ids)b::uuid[]) AND expires_at > %(now)s
-GROUP BY task_id;
+-- Unexpired leases per task, probing run_leases_task_idx once per task (however many runs
+-- are in flight). A statement of its own, after lock_leases, so that its snapshot sees
+-- every lease committed by whoever held a lock before us.
+SELECT t.id, c.leases
+FROM unnest(%(task_ids)b::uuid[]) AS t (id),
+LATERAL (
+    SELECT count(*) AS leases
+    FROM {schema}.run_leases AS l
+    WHERE l.task_id = t.id AND l.expires_at > %(now)s
+) AS c
+WHERE c.leases > 0;
 
 -- record_claims --
 -- Write a batch of claims at once, one row per task: advance the task, insert its run

@@ -13,9 +13,10 @@ from typing import Any
 from domain.errors import SchedulerError
 
 FILE_NAME = "schemata.toml"
-# The canonical file sits at the root of a checkout; an installed package carries a
-# copy (adapters/postgres/schemata.toml, a symlink to the root file in the repository).
-_CHECKOUT_FILE = Path(__file__).resolve().parents[2] / FILE_NAME
+# The canonical file sits at the root of a checkout; the package carries a copy
+# (adapters/postgres/schemata.toml, a symbolic link to the root file in the repository,
+# which a wheel build turns into a plain file).
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 TYPE_NAMES = frozenset(
@@ -97,8 +98,8 @@ def read_schemata(path: Path | None = None) -> list[Table]:
     """The tables `path` declares (default: the checkout's file, else the packaged one)."""
     if path is not None:
         text = path.read_text(encoding="utf-8")
-    elif _CHECKOUT_FILE.is_file():
-        text = _CHECKOUT_FILE.read_text(encoding="utf-8")
+    elif (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / FILE_NAME).is_file():
+        text = (_CHECKOUT / FILE_NAME).read_text(encoding="utf-8")
     else:
         text = resources.files(__package__).joinpath(FILE_NAME).read_text(encoding="utf-8")
     return parse_schemata(text)
