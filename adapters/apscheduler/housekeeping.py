@@ -1,0 +1,62 @@
+"""What the native loop does besides claiming, which APScheduler knows nothing of:
+cancel requests for runs on this engine, the lost-run sweep and the retention sweep.
+They run on the engine's clock with the native loop's intervals."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from application.engine_runs import CANCEL_ERROR, RunRunner, run_fields
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
+from application.ports import TaskStore
+from domain.runs import RunStatus
+
+log = logging.getLogger("scheduler.engine.apscheduler")
+
+
+class Housekeeping:
+    def __init__(
+        self, store: TaskStore, settings: EngineSettings, observer: EngineObserver, runs: RunRunner
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._observer = observer
+        self._runs = runs
+        self.next_lost_sweep: datetime | None = None
+        self.next_retention_sweep: datetime | None = None
+
+    async def check_cancels(self) -> None:
+        """Stop the runs of this engine that someone asked to cancel."""
+        cancellable = self._runs.cancellable()
+        if cancellable:
+            for run_id in await self._store.cancel_requested(cancellable):
+                self._runs.cancel(run_id, RunStatus.CANCELLED, CANCEL_ERROR)
+
+    async def sweep(self, now: datetime) -> None:
+        """Fail lost runs and delete old ones, each when its interval has passed."""
+        settings = self._settings
+        if self.next_lost_sweep is None or now >= self.next_lost_sweep:
+            for run in await self._store.expire_lost_runs(now):
+                log.warning("run lost with its replica", extra=run_fields(run))
+                self._observer.run_finished(run, 0.0)
+            self.next_lost_sweep = now + settings.lost_run_sweep_interval
+        if self.next_retention_sweep is None or now >= self.next_retention_sweep:
+            cutoff = now - settings.run_retention
+            deleted = 0
+            for _ in range(settings.retention_max_batches):
+                count = await self._store.delete_runs_before(cutoff, settings.retention_batch_size)
+                deleted += count
+                if count < settings.retention_batch_size:
+                    break
+            if deleted:
+                log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
+            self.next_retention_sweep = now + settings.retention_sweep_interval
+
+    def deadline(self, latest: datetime) -> datetime:
+        """The earlier of `latest` and the next sweep."""
+        for sweep in (self.next_lost_sweep, self.next_retention_sweep):
+            if sweep is not None and sweep < latest:
+                latest = sweep
+        return latest
