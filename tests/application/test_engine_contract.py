@@ -1,5 +1,7 @@
 """The engine contract (issue 4): real trigger loops over every store backend, a fake
 clock moved by hand, and the real HTTP executor calling a recording target on 127.0.0.1.
+Every test also runs on the APScheduler engine adapter (issue 6), the `engine_factory`
+parameter.
 
 Nothing here sleeps and hopes: each test moves the clock explicitly and then waits, with
 a bounded real timeout, for a condition on the store or the target. HTTP timeouts and
@@ -13,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import uuid4
 
 import pytest
@@ -26,9 +28,10 @@ from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
 from application.engine_settings import EngineSettings
 from application.ports import Executor, TaskStore, Waker
 from domain.claims import initial_fire_at, run_instant
-from domain.runs import REPLICA_LOST, Run, RunStatus
+from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus
 from domain.tasks import HttpTarget, RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from tests.adapters.apscheduler.support import apscheduler_engine_class
 from tests.fixtures.backends import Backend
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -52,6 +55,27 @@ async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float
         await asyncio.sleep(0.01)
 
 
+class ContractEngine(Protocol):
+    """What these tests use of an engine: the ports, plus the hooks tests drive."""
+
+    @property
+    def settings(self) -> EngineSettings: ...
+    @property
+    def alive(self) -> bool: ...
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def last_pass_at(self) -> datetime | None: ...
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    async def kill(self) -> None: ...
+    def dispatch(self, claimed: ClaimedRun) -> None: ...
+
+
+# Builds an engine from (store, waker, executor, clock, settings), as TriggerLoop does.
+EngineFactory = Callable[..., ContractEngine]
+
+
 @dataclass
 class Cluster:
     """Engines sharing one backend, one fake clock and one executor."""
@@ -60,11 +84,12 @@ class Cluster:
     clock: FakeClock
     executor: Executor
     store: TaskStore  # the test's own handle, as an API replica would hold one
-    engines: list[TriggerLoop] = field(default_factory=list)
+    factory: EngineFactory = TriggerLoop
+    engines: list[ContractEngine] = field(default_factory=list)
     stores: list[TaskStore] = field(default_factory=list)
     wakers: list[Waker] = field(default_factory=list)
 
-    async def engine(self, executor: Executor | None = None, **settings: Any) -> TriggerLoop:
+    async def engine(self, executor: Executor | None = None, **settings: Any) -> ContractEngine:
         store = await self.backend.new_store()
         waker = await self.backend.new_waker()
         options: dict[str, Any] = {
@@ -74,7 +99,7 @@ class Cluster:
             "store_retry_initial": 0.05,
             "store_retry_max": 0.5,
         }
-        engine = TriggerLoop(
+        engine = self.factory(
             store,
             waker,
             executor or self.executor,
@@ -91,16 +116,16 @@ class Cluster:
     async def add(self, task: Task) -> Task:
         return await self.store.create_task(task)
 
-    async def advance_to(self, instant: datetime, *engines: TriggerLoop) -> None:
+    async def advance_to(self, instant: datetime, *engines: ContractEngine) -> None:
         """Move the clock and wait until the engines have looked at the store since."""
         self.clock.set(instant)
         await self.settle(*engines)
 
-    async def settle(self, *engines: TriggerLoop) -> None:
+    async def settle(self, *engines: ContractEngine) -> None:
         now = self.clock.now()
         for engine in engines or self.engines:
 
-            async def passed(engine: TriggerLoop = engine) -> bool:
+            async def passed(engine: ContractEngine = engine) -> bool:
                 return engine.last_pass_at is not None and engine.last_pass_at >= now
 
             await eventually(passed, f"{engine.settings.replica} to pass at {now}")
@@ -125,7 +150,7 @@ class Cluster:
             await waker.close()
 
     @staticmethod
-    def _alive(engine: TriggerLoop) -> Callable[[], Awaitable[bool]]:
+    def _alive(engine: ContractEngine) -> Callable[[], Awaitable[bool]]:
         async def probe() -> bool:
             return engine.alive
 
@@ -139,10 +164,20 @@ async def http_executor() -> AsyncIterator[HttpExecutor]:
     await executor.close()
 
 
+@pytest.fixture(params=["native", "apscheduler"])
+def engine_factory(request: pytest.FixtureRequest) -> EngineFactory:
+    if request.param == "apscheduler":
+        factory: EngineFactory = apscheduler_engine_class()
+        return factory
+    return TriggerLoop
+
+
 @pytest.fixture
-async def cluster(backend: Backend, http_executor: HttpExecutor) -> AsyncIterator[Cluster]:
+async def cluster(
+    backend: Backend, http_executor: HttpExecutor, engine_factory: EngineFactory
+) -> AsyncIterator[Cluster]:
     clock = FakeClock(T0 - 30 * SECOND)
-    group = Cluster(backend, clock, http_executor, await backend.new_store())
+    group = Cluster(backend, clock, http_executor, await backend.new_store(), engine_factory)
     try:
         yield group
     finally:
