@@ -277,6 +277,9 @@ class TriggerLoop:
         if self._wake is not None:
             self._wake.cancel()
             self._wake = None
+        if self._refill_timer is not None:
+            self._refill_timer.cancel()
+            self._refill_timer = None
 
     # -- logs -----------------------------------------------------------------------
 

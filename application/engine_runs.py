@@ -119,13 +119,14 @@ class RunRunner:
             recorded = await self._record(run, outcome)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
-            fields = run_fields(final, lateness) | {
-                "duration": round(duration, 6),
-                "attempts": final.attempts,
-                "http_status": final.http_status,
-                "error": final.error,
-            }
-            log.info("run %s", final.status.value, extra=fields)
+            if log.isEnabledFor(logging.INFO):
+                fields = run_fields(final, lateness) | {
+                    "duration": round(duration, 6),
+                    "attempts": final.attempts,
+                    "http_status": final.http_status,
+                    "error": final.error,
+                }
+                log.info("run %s", final.status.value, extra=fields)
             self._observer.run_finished(final, duration)
         finally:
             self._tasks.pop(run.id, None)

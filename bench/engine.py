@@ -59,6 +59,10 @@ from domain.triggers import IntervalTrigger
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SCHEMA = "scheduler"
+# The engine's ceiling on runs in flight and its pool size (spawned replicas read the
+# same environment); the defaults are the product's.
+MAX_CONCURRENT_RUNS = int(os.environ.get("BENCH_MAX_CONCURRENT_RUNS", "100"))
+POOL_SIZE = int(os.environ.get("BENCH_POOL_SIZE", "10"))
 
 
 def figure(name: str, value: float | int) -> None:
@@ -288,7 +292,7 @@ async def run_replica(
     observer: StartTimes | None = None,
 ) -> dict[str, Any]:
     """Run one engine until `stop_at` (epoch seconds); report its CPU over `window`."""
-    pool = create_pool(url, min_size=2, max_size=10)
+    pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
     await pool.open(wait=True)
     waker = PostgresWaker(url, SCHEMA)
     engine = TriggerLoop(
@@ -296,7 +300,7 @@ async def run_replica(
         waker,
         executor,
         SystemClock(),
-        EngineSettings(replica=name),
+        EngineSettings(replica=name, max_concurrent_runs=MAX_CONCURRENT_RUNS),
         observer,
     )
     await engine.start()
@@ -351,7 +355,7 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
     executor: Executor = HttpExecutor() if http else NoopExecutor()
 
     async def main() -> float:
-        pool = create_pool(url, min_size=2, max_size=10)
+        pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
         await pool.open(wait=True)
         waker = PostgresWaker(url, SCHEMA)
         engine = TriggerLoop(
@@ -359,7 +363,7 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
             waker,
             executor,
             SystemClock(),
-            EngineSettings(replica=label),
+            EngineSettings(replica=label, max_concurrent_runs=MAX_CONCURRENT_RUNS),
             observer,
         )
         await engine.start()
@@ -455,6 +459,8 @@ def main() -> None:
     args = parser.parse_args()
     scenarios = set(args.scenario.split(","))
     figure("cpus", os.cpu_count() or 0)
+    figure("max_concurrent_runs", MAX_CONCURRENT_RUNS)
+    figure("pool_size", POOL_SIZE)
     with bench_database(args.url) as url, start_target() as target:
         if "burst" in scenarios:
             burst(url, args.burst, False, target)
