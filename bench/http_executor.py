@@ -1,0 +1,201 @@
+"""CPU cost of the HTTP executor per call, alone and under concurrency (issue 4, "Speed").
+
+A minimal asyncio HTTP/1.1 keep-alive target runs in a process of its own (so it never
+competes with the executor for the GIL) and answers every request 200 at once. The
+executor under test (`HttpExecutor`, default settings) runs `--calls` calls at each
+concurrency (default 1, 10, 30, 100), each worker calling `execute` in a loop, after a
+warm-up. One figure per line, `name value`: calls per second and the process's CPU
+milliseconds per call.
+
+    python bench/http_executor.py [--calls 3000] [--concurrency 1,10,30,100]
+        [--host 127.0.0.1] [--close] [--bare] [--profile FILE]
+
+`--host localhost` calls through a host name (DNS and the outbound guard), `--close`
+makes the target close every connection after its answer (a new connection per call),
+`--bare` measures a plain `httpx.AsyncClient` instead of the executor, `--profile`
+writes a cProfile of the highest concurrency to FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import multiprocessing as mp
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from adapters.http import HttpExecutor
+from domain.runs import Run, RunStatus
+from domain.tasks import Task
+
+
+def figure(name: str, value: float | int) -> None:
+    text = f"{value:.4f}" if isinstance(value, float) else str(value)
+    print(f"{name} {text}", flush=True)
+
+
+# -- the target -----------------------------------------------------------------------
+
+
+class _Connection(asyncio.Protocol):
+    """A minimal HTTP/1.1 server: every request answers 200 at once, kept alive unless
+    the target was started with `close`."""
+
+    def __init__(self, close: bool) -> None:
+        self.close = close
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        assert self.transport is not None
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = self.buffer[:end]
+            length = 0
+            at = head.lower().find(b"\r\ncontent-length:")
+            if at >= 0:
+                length = int(head[at + 17 :].split(b"\r\n", 1)[0])
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            if self.close:
+                self.transport.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                )
+                self.transport.close()
+                return
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+
+def _serve(port_out: Any, close: bool) -> None:
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _Connection(close), "127.0.0.1", 0, backlog=1024)
+        port_out.send(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+def start_target(close: bool) -> tuple[Any, int]:
+    context = mp.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_serve, args=(send, close), daemon=True)
+    process.start()
+    return process, int(receive.recv())
+
+
+# -- the caller -----------------------------------------------------------------------
+
+
+def make_task(url: str) -> Task:
+    now = datetime.now(UTC)
+    return Task.model_validate(
+        {
+            "id": uuid.uuid4(),
+            "name": "bench",
+            "trigger": {"kind": "interval", "every": 60},
+            "target": {"url": url, "body": {"bench": True}, "timeout_seconds": 10},
+            "created_at": now,
+            "updated_at": now,
+            "next_fire_at": now,
+            "next_run_at": now,
+        }
+    )
+
+
+def make_run(task: Task) -> Run:
+    now = datetime.now(UTC)
+    return Run(
+        id=uuid.uuid4(),
+        task_id=task.id,
+        scheduled_for=now,
+        claimed_at=now,
+        status=RunStatus.RUNNING,
+        replica="bench:1",
+    )
+
+
+async def measure(
+    url: str, calls: int, concurrency: int, bare: bool, profile: cProfile.Profile | None
+) -> tuple[float, float, int]:
+    """(seconds, CPU seconds, failures) of `calls` calls with `concurrency` in flight."""
+    task = make_task(url)
+    runs = [make_run(task) for _ in range(calls)]
+    failures = 0
+    executor = HttpExecutor()
+    client = httpx.AsyncClient(limits=httpx.Limits(max_connections=200))
+
+    async def one(run: Run) -> None:
+        nonlocal failures
+        if bare:
+            response = await client.post(url, json={"bench": True})
+            failures += response.status_code != 200
+        else:
+            outcome = await executor.execute(task, run, None)
+            failures += outcome.status is not RunStatus.SUCCEEDED
+
+    async def worker(mine: list[Run]) -> None:
+        for run in mine:
+            await one(run)
+
+    async def round_(which: list[Run]) -> None:
+        await asyncio.gather(*(worker(which[i::concurrency]) for i in range(concurrency)))
+
+    await round_([make_run(task) for _ in range(max(concurrency * 5, 200))])  # warm up
+    failures = 0
+    if profile is not None:
+        profile.enable()
+    cpu, wall = time.process_time(), time.perf_counter()
+    await round_(runs)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if profile is not None:
+        profile.disable()
+    await executor.close()
+    await client.aclose()
+    return wall, cpu, failures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--concurrency", default="1,10,30,100")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--close", action="store_true")
+    parser.add_argument("--bare", action="store_true")
+    parser.add_argument("--profile")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    process, port = start_target(args.close)
+    url = f"http://{args.host}:{port}/hook"
+    label = "bare_httpx" if args.bare else "executor"
+    try:
+        for level in levels:
+            profile = cProfile.Profile() if args.profile and level == levels[-1] else None
+            wall, cpu, failures = asyncio.run(measure(url, args.calls, level, args.bare, profile))
+            figure(f"{label}_c{level}_calls_per_second", args.calls / wall)
+            figure(f"{label}_c{level}_cpu_ms_per_call", 1000 * cpu / args.calls)
+            if failures:
+                figure(f"{label}_c{level}_failures", failures)
+            if profile is not None:
+                profile.dump_stats(args.profile)
+    finally:
+        process.terminate()
+        process.join()
+
+
+if __name__ == "__main__":
+    main()
