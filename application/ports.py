@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -96,6 +96,18 @@ class TaskStore(Protocol):
         updates the task: success resets `consecutive_failures`; a failure increments it
         and, at `pause_after_failures`, disables the task. A run that is no longer
         RUNNING (lost, already finished) is returned unchanged. Raises RunNotFound."""
+        ...
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        """Record a batch of outcomes in one transaction, each exactly as `finish_run`
+        would, one after the other in the order given: leases freed, a task's
+        `consecutive_failures` counted outcome by outcome (a task paused by one of them
+        counts the later ones as a paused task), a notification when a task pauses.
+
+        Returns, in the order given, the run of every known id as `finish_run` would
+        (a run no longer RUNNING unchanged; an id given twice is recorded once, then
+        returned as recorded); unknown ids are left out. Raises ValueError, before
+        writing anything, when an outcome is RUNNING."""
         ...
 
     async def next_due_at(self) -> datetime | None:

@@ -9,7 +9,7 @@ caller ever holds state the store holds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID, uuid4
@@ -169,32 +169,30 @@ class InMemoryTaskStore:
             return ClaimedRun(task=_copy(task), run=run)
 
     async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
-        if outcome.status is RunStatus.RUNNING:
+        runs = await self.finish_runs([(run_id, outcome)])
+        if not runs:
+            raise RunNotFound(run_id)
+        return runs[0]
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        if any(outcome.status is RunStatus.RUNNING for _, outcome in outcomes):
             raise ValueError("a run cannot finish as running")
+        recorded: list[Run] = []
         paused = False
         async with self._lock:
-            run = self._run(run_id)
-            if run.status is not RunStatus.RUNNING:
-                return run
-            finished = run.model_copy(
-                update={
-                    "status": outcome.status,
-                    "attempts": outcome.attempts,
-                    "http_status": outcome.http_status,
-                    "response_excerpt": outcome.response_excerpt,
-                    "error": outcome.error,
-                    "started_at": outcome.started_at or run.started_at,
-                    "finished_at": outcome.finished_at,
-                }
-            )
-            self._runs[run_id] = finished
-            self._leases.pop(run_id, None)
-            task = self._tasks.get(run.task_id)
-            if task is not None and not run.manual:
-                paused = self._count_outcome(task, outcome)
+            for run_id, outcome in outcomes:
+                run = self._runs.get(run_id)
+                if run is None:
+                    continue
+                if run.status is RunStatus.RUNNING:
+                    run = self._finish(run, outcome)
+                    task = self._tasks.get(run.task_id)
+                    if task is not None and not run.manual:
+                        paused = self._count_outcome(task, outcome) or paused
+                recorded.append(run)
         if paused:
             self.notifier.notify()
-        return finished
+        return recorded
 
     async def get_run(self, run_id: UUID) -> Run:
         return self._run(run_id)
@@ -319,6 +317,22 @@ class InMemoryTaskStore:
         if expires is not None:
             self._leases[run.id] = _Lease(task.id, expires)
         return run
+
+    def _finish(self, run: Run, outcome: RunOutcome) -> Run:
+        finished = run.model_copy(
+            update={
+                "status": outcome.status,
+                "attempts": outcome.attempts,
+                "http_status": outcome.http_status,
+                "response_excerpt": outcome.response_excerpt,
+                "error": outcome.error,
+                "started_at": outcome.started_at or run.started_at,
+                "finished_at": outcome.finished_at,
+            }
+        )
+        self._runs[run.id] = finished
+        self._leases.pop(run.id, None)
+        return finished
 
     def _count_outcome(self, task: Task, outcome: RunOutcome) -> bool:
         """Count a scheduled run's outcome on its task; True when it paused the task."""

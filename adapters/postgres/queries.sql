@@ -201,55 +201,82 @@ FROM recorded
 WHERE lease_expires_at IS NOT NULL;
 
 
--- finish_run --
--- Record how a running run ended, free its lease and count the task's failures, pausing
--- the task when they reach pause_after_failures. A run no longer running is untouched.
-WITH finished AS (
-    UPDATE {schema}.runs SET
-        status = %(status)s,
-        attempts = %(attempts)s,
-        http_status = %(http_status)s,
-        response_excerpt = %(response_excerpt)s,
-        error = %(error)s,
-        started_at = COALESCE(%(started_at)s::timestamptz, started_at),
-        finished_at = %(finished_at)s
-    WHERE id = %(run_id)s AND status = 'running'
+-- lock_counted_tasks --
+-- The tasks whose failure count a batch of outcomes may change, locked in id order (two
+-- batches never wait on each other in a cycle) and read at their latest version. Left out
+-- are the tasks with nothing to write: every outcome of theirs in the batch is a success
+-- and they count no failure. Only scheduled runs still running count; a CANCELLED
+-- outcome counts nothing.
+SELECT t.id, t.enabled, t.consecutive_failures, t.pause_after_failures
+FROM {schema}.tasks AS t
+JOIN (
+    SELECT r.task_id, bool_or(o.status = 'failed') AS failing
+    FROM unnest(%(run_ids)b::uuid[], %(status)b::text[]) AS o (run_id, status)
+    JOIN {schema}.runs AS r ON r.id = o.run_id
+    WHERE r.status = 'running' AND NOT r.manual AND o.status IN ('succeeded', 'failed')
+    GROUP BY r.task_id
+) AS c ON c.task_id = t.id
+WHERE c.failing OR t.consecutive_failures <> 0
+ORDER BY t.id
+FOR UPDATE OF t;
+
+-- finish_runs --
+-- Record how a batch of running runs ended and free their leases. A run no longer running
+-- (lost, already finished) is untouched and not returned.
+WITH outcome AS (
+    SELECT * FROM unnest(
+        %(run_ids)b::uuid[], %(status)b::text[], %(attempts)b::integer[],
+        %(http_status)b::integer[], %(response_excerpt)b::text[], %(error)b::text[],
+        %(started_at)b::timestamptz[], %(finished_at)b::timestamptz[]
+    ) AS o (run_id, new_status, new_attempts, new_http_status, new_excerpt, new_error,
+            new_started_at, new_finished_at)
+), finished AS (
+    UPDATE {schema}.runs AS r SET
+        status = o.new_status,
+        attempts = o.new_attempts,
+        http_status = o.new_http_status,
+        response_excerpt = o.new_excerpt,
+        error = o.new_error,
+        started_at = coalesce(o.new_started_at, r.started_at),
+        finished_at = o.new_finished_at
+    FROM outcome AS o
+    -- `= ANY` lets the primary key drive the join, whatever the size of the table.
+    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = o.run_id AND r.status = 'running'
     RETURNING {run_columns}
 ), freed AS (
     DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM finished)
-), counted AS (
-    -- t is the latest row version, so concurrent finishes of one task each count.
-    UPDATE {schema}.tasks AS t SET
-        consecutive_failures = CASE WHEN f.status = 'failed'
-            THEN t.consecutive_failures + 1 ELSE 0 END,
-        enabled = t.enabled AND NOT (f.status = 'failed'
-            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)),
-        next_fire_at = CASE WHEN t.enabled AND f.status = 'failed'
-            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
-            THEN NULL ELSE t.next_fire_at END,
-        next_run_at = CASE WHEN t.enabled AND f.status = 'failed'
-            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
-            THEN NULL ELSE t.next_run_at END,
-        updated_at = CASE WHEN t.enabled AND f.status = 'failed'
-            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
-            THEN %(finished_at)s ELSE t.updated_at END,
-        version = t.version + CASE WHEN t.enabled AND f.status = 'failed'
-            AND coalesce(t.consecutive_failures + 1 >= t.pause_after_failures, false)
-            THEN 1 ELSE 0 END
-    FROM finished AS f
-    WHERE t.id = f.task_id AND NOT f.manual AND f.status IN ('succeeded', 'failed')
-    -- New values here: the failure that just reached the limit, on a now disabled task.
-    RETURNING t.id AS paused_task,
-        NOT t.enabled AND f.status = 'failed'
-            AND t.consecutive_failures = t.pause_after_failures AS paused
 )
-SELECT {run_columns}, coalesce(c.paused, false) AS paused
-FROM finished
-LEFT JOIN counted AS c ON c.paused_task = finished.task_id;
+SELECT {run_columns} FROM finished;
+
+-- count_outcomes --
+-- Write the failure counts a batch left on its tasks (locked by lock_counted_tasks),
+-- disable those it paused (at the finished_at of the outcome that paused them), and
+-- notify once per task paused.
+WITH counted AS (
+    SELECT * FROM unnest(
+        %(task_ids)b::uuid[], %(failures)b::integer[], %(paused_at)b::timestamptz[]
+    ) AS c (task_id, failures, paused_at)
+), written AS (
+    UPDATE {schema}.tasks AS t SET
+        consecutive_failures = c.failures,
+        enabled = t.enabled AND c.paused_at IS NULL,
+        next_fire_at = CASE WHEN c.paused_at IS NULL THEN t.next_fire_at END,
+        next_run_at = CASE WHEN c.paused_at IS NULL THEN t.next_run_at END,
+        updated_at = coalesce(c.paused_at, t.updated_at),
+        version = t.version + CASE WHEN c.paused_at IS NULL THEN 0 ELSE 1 END
+    FROM counted AS c
+    WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
+    RETURNING t.id, c.paused_at
+)
+SELECT pg_notify(%(channel)s::text, id::text) FROM written WHERE paused_at IS NOT NULL;
 
 -- get_run --
 -- One run by id.
 SELECT {run_columns} FROM {schema}.runs WHERE id = %(id)s;
+
+-- get_runs --
+-- Runs by id, in no particular order.
+SELECT {run_columns} FROM {schema}.runs WHERE id = ANY(%(ids)b::uuid[]);
 
 -- lock_run --
 -- One run by id, locked until the transaction ends (cancel against finish).

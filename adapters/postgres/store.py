@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params, new_run
 from adapters.postgres.errors import translated_errors
+from adapters.postgres.finishing import OutcomeBatch, counted_failures
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
 from application.ports import RunPageKey, TaskFilter, TaskPageKey
@@ -256,32 +257,42 @@ class PostgresTaskStore:
     # -- runs ------------------------------------------------------------------------
 
     async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
-        if outcome.status is RunStatus.RUNNING:
-            raise ValueError("a run cannot finish as running")
+        runs = await self.finish_runs([(run_id, outcome)])
+        if not runs:
+            raise RunNotFound(run_id)
+        return runs[0]
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        """Two round trips, whatever the size of the batch: (BEGIN, lock the tasks
+        whose count may change, finish the runs), (count on the tasks, read the runs
+        that were not running, COMMIT)."""
+        batch = OutcomeBatch.of(outcomes)
+        if not batch:
+            return []
+        params = batch.params()
         async with self._transaction() as conn:
-            cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(
-                self._q["finish_run"],
-                {
-                    "run_id": run_id,
-                    "status": outcome.status.value,
-                    "attempts": outcome.attempts,
-                    "http_status": outcome.http_status,
-                    "response_excerpt": outcome.response_excerpt,
-                    "error": outcome.error,
-                    "started_at": outcome.started_at,
-                    "finished_at": outcome.finished_at,
-                },
+            # Tasks first, then runs and leases: the order a task's deletion takes.
+            locking = conn.cursor()
+            await locking.execute(
+                self._q["lock_counted_tasks"],
+                {"run_ids": params["run_ids"], "status": params["status"]},
             )
-            row = await cur.fetchone()
-            if row is None:
-                await cur.execute(self._q["get_run"], {"id": run_id})
-                row = await cur.fetchone()
-                if row is None:
-                    raise RunNotFound(run_id)
-            elif row.pop("paused"):
-                await self._notify(conn, self.tasks_channel, row["task_id"])
-        return to_run(row)
+            finishing = conn.cursor(row_factory=dict_row)
+            await finishing.execute(self._q["finish_runs"], params, binary=True)
+            locked = await locking.fetchall()
+            runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
+            if locked:
+                counted = counted_failures(locked, (runs[i] for i in batch.outcomes if i in runs))
+                if counted is not None:
+                    counted["channel"] = self.tasks_channel
+                    await conn.execute(self._q["count_outcomes"], counted)
+            missing = [run_id for run_id in batch.outcomes if run_id not in runs]
+            if missing:
+                unchanged = conn.cursor(row_factory=dict_row)
+                await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
+        if missing:  # read in the transaction, fetched after its COMMIT
+            runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
+        return [runs[run_id] for run_id, _ in outcomes if run_id in runs]
 
     async def get_run(self, run_id: UUID) -> Run:
         row = await self._one("get_run", {"id": run_id})

@@ -50,3 +50,17 @@ async def query(url: str, statement: str, schema: str, *params: Any) -> list[tup
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(composed, params)
         return await cur.fetchall() if cur.description else []
+
+
+def round_trips(trace: str) -> int:
+    """How many times the client waited for the server: each switch from frontend
+    messages to backend messages in a libpq protocol trace."""
+    waits, previous = 0, None
+    for line in trace.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2 or parts[1] not in ("F", "B"):
+            continue
+        if previous == "F" and parts[1] == "B":
+            waits += 1
+        previous = parts[1]
+    return waits

@@ -16,7 +16,14 @@ from domain.claims import run_instant
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 from domain.triggers import CronTrigger, IntervalTrigger
-from tests.adapters.postgres.support import MINUTE, SECOND, T0, make_task, query
+from tests.adapters.postgres.support import (
+    MINUTE,
+    SECOND,
+    T0,
+    make_task,
+    query,
+    round_trips,
+)
 from tests.fixtures.postgres import PostgresBackend
 
 pytestmark = pytest.mark.postgres
@@ -176,20 +183,6 @@ async def test_finishing_deletes_the_lease(postgres_backend: PostgresBackend) ->
     assert leases == [(0,)]
     [next_run] = await drain(other, T0 + MINUTE, 10, "other")
     assert next_run.status is RunStatus.RUNNING
-
-
-def round_trips(trace: str) -> int:
-    """How many times the client waited for the server: each switch from frontend
-    messages to backend messages in a libpq protocol trace."""
-    waits, previous = 0, None
-    for line in trace.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 2 or parts[1] not in ("F", "B"):
-            continue
-        if previous == "F" and parts[1] == "B":
-            waits += 1
-        previous = parts[1]
-    return waits
 
 
 @pytest.mark.parametrize("batch", [1, 50])
