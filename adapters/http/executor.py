@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -37,7 +38,7 @@ from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 
 logger = logging.getLogger("scheduler.http")
 
-_SECRET_HEADERS = ("Authorization", "Proxy-Authorization")
+_SECRET_HEADERS = (b"Authorization", b"Proxy-Authorization")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,15 +133,14 @@ class HttpExecutor:
             request = self._prepare(task, run, last_run_at, self._clock.now())
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
-        headers = _headers(request.headers)
+        headers = _pairs(request.headers)
         auth = task.target.auth
         if redact:
             for name in _SECRET_HEADERS:
-                if name in headers:
-                    headers[name] = REDACTED
+                _set_header(headers, name, REDACTED.encode(), only_if_present=True)
             shown = redacted_header(auth)
             if shown is not None:
-                headers["Authorization"] = shown
+                _set_header(headers, b"Authorization", shown.encode())
         else:
             try:
                 credentials = credentials_for(auth, self._env())
@@ -148,7 +148,7 @@ class HttpExecutor:
                 raise InvalidRequest(exc.field, str(exc)) from None
             value = await self._authorization(credentials, task.target.timeout_seconds)
             if value is not None:
-                headers["Authorization"] = value
+                _set_header(headers, b"Authorization", value.encode())
         built = self._build(request, headers, task.target.timeout_seconds)
         return RenderedRequest(
             method=request.method,
@@ -196,10 +196,10 @@ class HttpExecutor:
         limit = self._settings.response_excerpt_bytes
         try:
             async with asyncio.timeout(timeout):
-                headers = _headers(request.headers)
+                headers = _pairs(request.headers)
                 authorization = await self._authorization(credentials, timeout)
                 if authorization is not None:
-                    headers["Authorization"] = authorization
+                    _set_header(headers, b"Authorization", authorization.encode())
                 response = await self._http().send(
                     self._build(request, headers, timeout), stream=True
                 )
@@ -259,18 +259,29 @@ class HttpExecutor:
         }
         return _Request(target.method, url, headers, body)
 
-    def _build(self, request: _Request, headers: httpx.Headers, timeout: float) -> httpx.Request:
-        return self._http().build_request(
+    def _build(
+        self, request: _Request, headers: list[tuple[bytes, bytes]], timeout: float
+    ) -> httpx.Request:
+        """What `AsyncClient.build_request` would build (the client's headers, then the
+        request's, which replace client headers of the same name), without its merging
+        of URLs, cookies and query parameters, none of which this client has."""
+        client = self._http()
+        names = {name.lower() for name, _ in headers}
+        merged = [pair for pair in client.headers.raw if pair[0].lower() not in names]
+        merged += headers
+        return httpx.Request(
             request.method,
-            request.url,
-            headers=headers,
+            _parse_url(request.url),
+            headers=merged,
             json=request.body,
-            timeout=httpx.Timeout(timeout),
+            extensions={
+                "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+            },
         )
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(
+            self._client = _Client(
                 transport=GuardedTransport(
                     self._guard, max_connections=self._settings.max_connections
                 ),
@@ -297,7 +308,10 @@ class HttpExecutor:
     def _log_result(
         self, task: Task, run: Run, attempt: int, result: _Result, seconds: float
     ) -> None:
-        level = logging.INFO if result.succeeded else logging.WARNING
+        # A success is DEBUG: the engine logs every run's outcome at INFO already.
+        level = logging.DEBUG if result.succeeded else logging.WARNING
+        if not logger.isEnabledFor(level):
+            return
         what = f"HTTP {result.status}" if result.status is not None else result.error
         logger.log(
             level,
@@ -313,6 +327,8 @@ class HttpExecutor:
     def _log(
         self, task: Task, run: Run, attempt: int, level: int, message: str, *args: Any
     ) -> None:
+        if not logger.isEnabledFor(level):
+            return
         logger.log(
             level,
             "task %s run %s attempt %d: " + message,
@@ -328,9 +344,61 @@ def _fields(task: Task, run: Run, attempt: int, **more: Any) -> dict[str, Any]:
     return {"task_id": str(task.id), "run_id": str(run.id), "attempt": attempt, **more}
 
 
-def _headers(values: Mapping[str, str]) -> httpx.Headers:
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing and adds nothing."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        pass
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        pass
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class _Client(httpx.AsyncClient):
+    """httpx's client without a cookie jar: every call stands alone. A shared jar would
+    send the cookies one target set with the calls of every task to the same site
+    (and a dry run would not show them); it would also parse every answer for them."""
+
+    _no_cookies = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        pass
+
+
+def _pairs(values: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
-    return httpx.Headers({name.encode(): value.encode() for name, value in values.items()})
+    return [(name.encode(), value.encode()) for name, value in values.items()]
+
+
+def _set_header(
+    headers: list[tuple[bytes, bytes]], name: bytes, value: bytes, *, only_if_present: bool = False
+) -> None:
+    """Set `name` (any case) to `value`, in the place of its first occurrence, as
+    `httpx.Headers.__setitem__` does."""
+    lower = name.lower()
+    found = [i for i, (key, _) in enumerate(headers) if key.lower() == lower]
+    if not found:
+        if not only_if_present:
+            headers.append((name, value))
+        return
+    headers[found[0]] = (name, value)
+    for index in reversed(found[1:]):
+        del headers[index]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_url(url: str) -> httpx.URL:
+    """Parsed once per distinct URL (httpx.URL is immutable; parsing is most of the
+    cost of building a request). An invalid URL raises httpx.InvalidURL, not cached."""
+    return httpx.URL(url)
 
 
 def _url(url: str) -> httpx.URL:
