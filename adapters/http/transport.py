@@ -1,20 +1,26 @@
 """An httpx transport whose connections go only to addresses the outbound guard checked.
 
-httpx 0.28 takes no network backend, so this transport drives httpcore's HTTP/1.1
-connections itself, over a network backend that resolves each host through the guard
-and connects to the checked address. Connections are keyed by the URL's origin (scheme,
-host, port), and TLS verifies and sends SNI for that host name, as without pinning.
+httpx 0.28 takes no network backend, so this transport makes its connections itself:
+each host is resolved through the guard and the connection goes to a checked address.
+Connections are keyed by the URL's origin (scheme, host, port), and TLS verifies and
+sends SNI for that host name, as without pinning. HTTP/1.1 is spoken with h11, the
+protocol library httpcore uses.
 
-Why not `httpcore.AsyncConnectionPool`: its bookkeeping rescans every connection (and
+Why not httpcore's `AsyncConnectionPool`: its bookkeeping rescans every connection (and
 polls every idle socket) each time a request is queued or a response is closed, and
 hands one idle connection to several queued requests, all but one of which then retry;
-its CPU per call grows with the number of connections, so with a hundred calls in
-flight it costs several times what one call alone does (encode/httpx#3215). The pool
-here keeps a stack of idle connections per origin: a call takes the most recently used
-one (checking only that one), or opens a new one while under `max_connections`, or
-waits for one to come back, all in constant time. Its network streams are plain
-asyncio protocols (no AnyIO cancel scopes per read and write), which also coalesce the
-request's writes into one send.
+so its CPU per call grows with the number of connections, and with a hundred calls in
+flight one call costs several times what it costs alone (encode/httpx#3215). Its
+connections also take an AnyIO lock (an event-loop round trip) twice per request and
+an AnyIO cancel scope per read and write. Here:
+
+- the pool keeps a stack of idle connections per origin: a call takes the most
+  recently used one, checking only that one, or opens a new one while fewer than
+  `max_connections` are open, or waits for one to come back: constant time per call;
+- a connection serves one request at a time by construction, so it needs no lock;
+- a connection's stream is a plain asyncio protocol: reads wait on one future with a
+  timer, the request goes out in one write, and whether an idle connection was closed
+  by the server is known from the protocol's state, without a system call.
 """
 
 from __future__ import annotations
@@ -23,50 +29,28 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Any
 
-import httpcore
+import h11
 import httpx
 
 from adapters.http.guard import OutboundGuard
 
-# httpcore's exceptions as httpx's, most specific first (httpx does the same internally).
-_ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.ProxyError, httpx.ProxyError),
-)
+# A connection is keyed by its origin: (scheme, host, port).
+_Key = tuple[bytes, bytes, int]
+_DEFAULT_PORTS = {b"http": 80, b"https": 443}
 
+_READ_SIZE = 64 * 1024
 # A stream stops reading from its socket while this much is buffered and unread.
 _READ_BUFFER_LIMIT = 256 * 1024
-# Queued request bytes are sent at the first read, or once this many are queued.
-_WRITE_COALESCE_LIMIT = 64 * 1024
+# Request bytes are written in pieces of at least this size (a small request: at once).
+_WRITE_CHUNK = 64 * 1024
+# The largest response head (status line and headers) accepted, as httpcore.
+_MAX_HEAD_SIZE = 100 * 1024
 # How often idle connections are looked at for expiry (seconds).
 _SWEEP_INTERVAL = 1.0
-
-
-@contextmanager
-def _httpx_errors() -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        for core_error, httpx_error in _ERRORS:
-            if isinstance(exc, core_error):
-                raise httpx_error(str(exc)) from exc
-        raise
 
 
 # -- network streams ----------------------------------------------------------------
@@ -134,7 +118,7 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 async def _wait(waiter: asyncio.Future[None], seconds: float | None) -> None:
     """Wait for `waiter`; raise TimeoutError after `seconds` (None: no limit).
 
-    One timer handle, cheaper than an `asyncio.timeout` scope on every read."""
+    One timer handle: cheaper than an `asyncio.timeout` scope around every read."""
     if seconds is None:
         await waiter
         return
@@ -145,201 +129,240 @@ async def _wait(waiter: asyncio.Future[None], seconds: float | None) -> None:
         handle.cancel()
 
 
-class _Stream(httpcore.AsyncNetworkStream):
-    """An httpcore network stream over an asyncio transport and `_Protocol`.
-
-    Writes are queued and sent together at the next read (an HTTP/1.1 client always
-    reads after it has written a request), so a request's head and body leave in one
-    send. `get_extra_info("is_readable")`, which httpcore asks of an idle connection to
-    see whether the server closed it, is answered from the protocol's state without a
-    system call.
-    """
+class _Stream:
+    """One TCP (or TLS) connection over an asyncio transport and `_Protocol`."""
 
     def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
-        self._pending: list[bytes] = []
-        self._pending_size = 0
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        if self._pending:
-            await self._flush(timeout)
+    async def read(self, seconds: float | None) -> bytes:
+        """What has arrived (up to `_READ_SIZE` bytes), or b"" at the end."""
         protocol = self._protocol
         if not protocol.buffer and not protocol.eof:
             waiter = protocol.waiter = asyncio.get_running_loop().create_future()
             try:
-                await _wait(waiter, timeout)
+                await _wait(waiter, seconds)
             except TimeoutError:
-                raise httpcore.ReadTimeout("timed out reading the response") from None
+                raise httpx.ReadTimeout("timed out reading the response") from None
             finally:
                 protocol.waiter = None
         buffer = protocol.buffer
         if buffer:
-            if len(buffer) <= max_bytes:
+            if len(buffer) <= _READ_SIZE:
                 data = bytes(buffer)
                 buffer.clear()
             else:
-                data = bytes(buffer[:max_bytes])
-                del buffer[:max_bytes]
+                data = bytes(buffer[:_READ_SIZE])
+                del buffer[:_READ_SIZE]
             if protocol.paused and len(buffer) <= _READ_BUFFER_LIMIT // 2:
                 protocol.paused = False
                 self._transport.resume_reading()
             return data
         if protocol.error is not None:
-            raise httpcore.ReadError(str(protocol.error) or "connection lost") from protocol.error
+            raise httpx.ReadError(str(protocol.error) or "connection lost") from protocol.error
         return b""
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        if not buffer:
-            return
-        if self._protocol.lost or self._transport.is_closing():
-            raise httpcore.WriteError("the connection is closed")
-        self._pending.append(buffer)
-        self._pending_size += len(buffer)
-        if self._pending_size >= _WRITE_COALESCE_LIMIT:
-            await self._flush(timeout)
-
-    async def _flush(self, seconds: float | None) -> None:
-        pending, self._pending, self._pending_size = self._pending, [], 0
+    async def write(self, data: bytes, seconds: float | None) -> None:
         protocol = self._protocol
         if protocol.lost or self._transport.is_closing():
-            raise httpcore.WriteError("the connection is closed")
-        self._transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+            raise httpx.WriteError("the connection is closed")
+        self._transport.write(data)
         if not protocol.can_write:
             drain = protocol.drain = asyncio.get_running_loop().create_future()
             try:
                 await _wait(drain, seconds)
             except TimeoutError:
-                raise httpcore.WriteTimeout("timed out sending the request") from None
+                raise httpx.WriteTimeout("timed out sending the request") from None
             if protocol.lost:
-                raise httpcore.WriteError(str(protocol.error) or "connection lost")
-
-    async def aclose(self) -> None:
-        self._pending.clear()
-        self._transport.close()
+                raise httpx.WriteError(str(protocol.error) or "connection lost")
 
     async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
-    ) -> httpcore.AsyncNetworkStream:
+        self, context: ssl.SSLContext, server_hostname: str, seconds: float | None
+    ) -> None:
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(seconds):
                 transport = await loop.start_tls(
-                    self._transport,
-                    self._protocol,
-                    ssl_context,
-                    server_hostname=server_hostname,
-                    ssl_handshake_timeout=timeout,
+                    self._transport, self._protocol, context, server_hostname=server_hostname
                 )
         except TimeoutError:
-            self._transport.close()
-            raise httpcore.ConnectTimeout("timed out in the TLS handshake") from None
+            self.close()
+            raise httpx.ConnectTimeout("timed out in the TLS handshake") from None
         except (OSError, EOFError) as exc:  # ssl.SSLError is an OSError
-            self._transport.close()
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+            self.close()
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         if transport is None:  # the connection went away during the handshake
-            raise httpcore.ConnectError("connection closed during the TLS handshake")
+            self.close()
+            raise httpx.ConnectError("connection closed during the TLS handshake")
         self._transport = self._protocol.transport = transport
-        return self
 
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            protocol = self._protocol
-            return bool(protocol.buffer) or protocol.eof or self._transport.is_closing()
-        if info == "ssl_object":
-            return self._transport.get_extra_info("ssl_object")
-        if info == "client_addr":
-            return self._transport.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._transport.get_extra_info("peername")
-        if info == "socket":
-            return self._transport.get_extra_info("socket")
-        return None
+    def closed_by_peer(self) -> bool:
+        """Whether an idle connection can no longer be used: the server closed it, or
+        sent something no request asked for."""
+        protocol = self._protocol
+        return bool(protocol.buffer) or protocol.eof or self._transport.is_closing()
+
+    def close(self) -> None:
+        self._transport.close()
 
 
-class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
+class GuardedNetworkBackend:
     """Resolves through the guard, then connects to the first checked address that
     accepts, so the address connected to is always one that was checked."""
 
     def __init__(self, guard: OutboundGuard) -> None:
         self._guard = guard
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+    async def connect_tcp(self, host: str, port: int, seconds: float | None) -> _Stream:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(seconds):
                 addresses = await self._guard.resolve(host, port)
         except TimeoutError:
-            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from None
-        failure: httpcore.ConnectError | None = None
+            raise httpx.ConnectTimeout(f"resolving {host} timed out") from None
+        failure: httpx.ConnectError | None = None
         for address in addresses:
             try:
-                return await self._connect(str(address), port, timeout, local_address)
-            except httpcore.ConnectError as exc:
+                return await self._connect(str(address), port, seconds)
+            except httpx.ConnectError as exc:
                 failure = exc
         assert failure is not None  # resolve() returns at least one address
         raise failure
 
-    async def _connect(
-        self,
-        address: str,
-        port: int,
-        timeout: float | None,  # noqa: ASYNC109
-        local_address: str | None,
-    ) -> _Stream:
+    async def _connect(self, address: str, port: int, seconds: float | None) -> _Stream:
         loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(
-                    _Protocol,
-                    address,
-                    port,
-                    local_addr=None if local_address is None else (local_address, 0),
-                )
+            async with asyncio.timeout(seconds):
+                # asyncio sets TCP_NODELAY on the socket.
+                transport, protocol = await loop.create_connection(_Protocol, address, port)
         except TimeoutError:
-            raise httpcore.ConnectTimeout(f"connecting to {address}:{port} timed out") from None
+            raise httpx.ConnectTimeout(f"connecting to {address}:{port} timed out") from None
         except OSError as exc:
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
-        # asyncio has set TCP_NODELAY on the socket already.
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
         return _Stream(transport, protocol)
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("unix sockets are not targets")
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+# -- HTTP/1.1 connections -----------------------------------------------------------
+
+
+class _Connection:
+    """One HTTP/1.1 connection (h11), serving one request at a time: the pool hands it
+    to one caller, and takes it back when that caller's response is closed."""
+
+    def __init__(self, key: _Key, stream: _Stream, keepalive_expiry: float) -> None:
+        self.key = key
+        self._stream = stream
+        self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD_SIZE)
+        self._keepalive_expiry = keepalive_expiry
+        self._expire_at = 0.0
+        self.idle = False
+        self.closed = False
+
+    def reusable(self, now: float) -> bool:
+        return (
+            self.idle
+            and not self.closed
+            and now < self._expire_at
+            and not self._stream.closed_by_peer()
+        )
+
+    async def send(self, request: httpx.Request, timeouts: dict[str, Any]) -> h11.Response:
+        """Send `request` and read the head of its answer. On any error (or a cancel)
+        the connection is closed."""
+        self.idle = False
+        try:
+            # A write error is not final: the server may have answered and closed early
+            # (an error answer before the whole body was sent): read what it said, as
+            # httpcore does.
+            with suppress(httpx.WriteError):
+                await self._send(request, timeouts.get("write"))
+            seconds = timeouts.get("read")
+            while True:
+                event = await self._next_event(seconds)
+                if isinstance(event, h11.Response):
+                    return event
+                # An InformationalResponse (1xx): the answer follows.
+        except BaseException:
+            self.close()
+            raise
+
+    async def _send(self, request: httpx.Request, seconds: float | None) -> None:
+        state = self._h11
+        try:
+            pieces = [
+                state.send(
+                    h11.Request(
+                        method=request.method,
+                        target=request.url.raw_path,
+                        headers=request.headers.raw,
+                    )
+                )
+            ]
+            size = len(pieces[0] or b"")
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            async for chunk in request.stream:
+                if chunk:
+                    piece = state.send(h11.Data(data=chunk)) or b""
+                    pieces.append(piece)
+                    size += len(piece)
+                    if size >= _WRITE_CHUNK:
+                        await self._stream.write(b"".join(p for p in pieces if p), seconds)
+                        pieces, size = [], 0
+            pieces.append(state.send(h11.EndOfMessage()))
+        except h11.LocalProtocolError as exc:
+            raise httpx.LocalProtocolError(str(exc)) from exc
+        await self._stream.write(b"".join(p for p in pieces if p), seconds)
+
+    async def _next_event(self, seconds: float | None) -> Any:
+        state = self._h11
+        while True:
+            try:
+                event = state.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpx.RemoteProtocolError(str(exc)) from exc
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self._stream.read(seconds)
+            if not data and state.their_state is h11.SEND_RESPONSE:
+                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+            state.receive_data(data)
+
+    async def body(self, seconds: float | None) -> AsyncIterator[bytes]:
+        while True:
+            event = await self._next_event(seconds)
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
+                return
+
+    def response_closed(self) -> None:
+        """The caller is done with the answer: idle again when the exchange completed
+        and both sides keep the connection, else closed."""
+        state = self._h11
+        if not self.closed and state.our_state is h11.DONE and state.their_state is h11.DONE:
+            state.start_next_cycle()
+            self._expire_at = time.monotonic() + self._keepalive_expiry
+            self.idle = True
+        else:
+            self.close()
+
+    def close(self) -> None:
+        self.idle = False
+        if not self.closed:
+            self.closed = True
+            self._stream.close()
 
 
 # -- the pool -----------------------------------------------------------------------
 
-_OriginKey = tuple[bytes, bytes, int]
-
-
-def _origin_key(origin: httpcore.Origin) -> _OriginKey:
-    return (origin.scheme, origin.host, origin.port)
-
 
 class _Pool:
-    """HTTP/1.1 connections, at most `max_connections` open at once (idle ones
-    included), idle ones kept per origin for reuse until `keepalive_expiry`."""
+    """At most `max_connections` connections open at once (idle ones included); idle
+    ones kept per origin for reuse until `keepalive_expiry`."""
 
     def __init__(
         self,
-        backend: httpcore.AsyncNetworkBackend,
+        backend: GuardedNetworkBackend,
         ssl_context: ssl.SSLContext,
         *,
         max_connections: int,
@@ -349,147 +372,110 @@ class _Pool:
         self._ssl_context = ssl_context
         self._max = max_connections
         self._keepalive_expiry = keepalive_expiry
-        self._idle: dict[_OriginKey, list[httpcore.AsyncHTTP11Connection]] = {}
-        # Every open connection (idle or in use), with its origin.
-        self._open: dict[httpcore.AsyncHTTP11Connection, _OriginKey] = {}
+        self._idle: dict[_Key, list[_Connection]] = {}  # most recently used last
+        self._open: set[_Connection] = set()
         self._count = 0  # open connections, idle and connecting ones included
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._next_sweep = 0.0
         self._closed = False
 
-    async def handle(self, request: httpcore.Request) -> httpcore.Response:
-        origin = request.url.origin
-        if origin.scheme not in (b"http", b"https"):
-            scheme = origin.scheme.decode("ascii", errors="replace")
-            raise httpcore.UnsupportedProtocol(
-                f"Request URL has an unsupported protocol '{scheme}://'."
-            )
+    async def acquire(self, key: _Key, request: httpx.Request) -> _Connection:
+        """An idle connection to `key`, or a new one; waits while `max_connections`
+        are open and none of them is idle (httpx.PoolTimeout after the pool timeout)."""
         timeouts = request.extensions.get("timeout", {})
         while True:
-            connection = await self._acquire(_origin_key(origin), timeouts.get("pool"))
-            if connection is None:
+            if self._closed:
+                raise RuntimeError("the transport is closed")
+            now = time.monotonic()
+            if now >= self._next_sweep:
+                self._sweep(now)
+            stack = self._idle.get(key)
+            while stack:
+                connection = stack.pop()
+                if connection.reusable(now):
+                    return connection
+                self._discard(connection)
+            if self._count < self._max:
+                self._count += 1
                 try:
-                    connection = await self._connect(origin, request, timeouts.get("connect"))
+                    connection = await self._connect(key, request, timeouts.get("connect"))
                 except BaseException:
                     self._count -= 1
                     self._wake()
                     raise
-            try:
-                response = await connection.handle_async_request(request)
-            except httpcore.ConnectionNotAvailable:
-                await self.release(connection)
-                continue
-            except BaseException:
-                await self.release(connection)
-                raise
-            return httpcore.Response(
-                status=response.status,
-                headers=response.headers,
-                content=_PooledStream(self, connection, response.stream),
-                extensions=response.extensions,
-            )
-
-    async def _acquire(
-        self,
-        key: _OriginKey,
-        timeout: float | None,  # noqa: ASYNC109
-    ) -> httpcore.AsyncHTTP11Connection | None:
-        """An idle connection to `key`, or None: a slot to open a new one."""
-        if self._closed:
-            raise RuntimeError("the connection pool is closed")
-        now = time.monotonic()
-        if now >= self._next_sweep:
-            self._next_sweep = now + _SWEEP_INTERVAL
-            await self._sweep()
-        while True:
-            stack = self._idle.get(key)
-            while stack:
-                connection = stack.pop()
-                if connection.is_idle() and not connection.has_expired():
-                    return connection
-                await self._discard(connection)
-            if self._count < self._max:
-                self._count += 1
-                return None
-            if await self._evict_idle():
-                continue
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await _wait(waiter, timeout)
-            except BaseException as exc:
-                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                    self._wake()  # woken, but leaving: pass the turn on
-                else:
-                    with suppress(ValueError):
-                        self._waiters.remove(waiter)
-                if isinstance(exc, TimeoutError):
-                    raise httpcore.PoolTimeout("no connection came free in time") from None
-                raise
+                self._open.add(connection)
+                return connection
+            if not self._evict_idle():
+                await self._wait(timeouts.get("pool"))
 
     async def _connect(
-        self,
-        origin: httpcore.Origin,
-        request: httpcore.Request,
-        timeout: float | None,  # noqa: ASYNC109
-    ) -> httpcore.AsyncHTTP11Connection:
-        host = origin.host.decode("ascii")
-        stream = await self._backend.connect_tcp(host, origin.port, timeout=timeout)
-        if origin.scheme == b"https":
+        self, key: _Key, request: httpx.Request, seconds: float | None
+    ) -> _Connection:
+        scheme, raw_host, port = key
+        host = raw_host.decode("ascii")
+        stream = await self._backend.connect_tcp(host, port, seconds)
+        if scheme == b"https":
             sni = request.extensions.get("sni_hostname") or host
             try:
-                stream = await stream.start_tls(
-                    self._ssl_context, server_hostname=sni, timeout=timeout
-                )
+                await stream.start_tls(self._ssl_context, sni, seconds)
             except BaseException:
-                await stream.aclose()
+                stream.close()
                 raise
-        connection = httpcore.AsyncHTTP11Connection(
-            origin=origin, stream=stream, keepalive_expiry=self._keepalive_expiry
-        )
-        self._open[connection] = _origin_key(origin)
-        return connection
+        return _Connection(key, stream, self._keepalive_expiry)
 
-    async def release(self, connection: httpcore.AsyncHTTP11Connection) -> None:
-        """Take back a connection whose request is over: idle again, or closed."""
-        key = self._open.get(connection)
-        if key is not None and connection.is_idle() and not self._closed:
-            self._idle.setdefault(key, []).append(connection)
+    async def _wait(self, seconds: float | None) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await _wait(waiter, seconds)
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._wake()  # woken, but leaving: pass the turn on
+            else:
+                with suppress(ValueError):
+                    self._waiters.remove(waiter)
+            if isinstance(exc, TimeoutError):
+                raise httpx.PoolTimeout("no connection came free in time") from None
+            raise
+
+    def release(self, connection: _Connection) -> None:
+        """Take back a connection whose exchange is over: idle again, or closed."""
+        if connection.idle and not self._closed and connection in self._open:
+            self._idle.setdefault(connection.key, []).append(connection)
             self._wake()
         else:
-            await self._discard(connection)
+            self._discard(connection)
 
-    async def _discard(self, connection: httpcore.AsyncHTTP11Connection) -> None:
-        if self._open.pop(connection, None) is not None:
+    def _discard(self, connection: _Connection) -> None:
+        connection.close()
+        if connection in self._open:
+            self._open.discard(connection)
             self._count -= 1
             self._wake()
-        if not connection.is_closed():
-            await connection.aclose()
 
-    async def _evict_idle(self) -> bool:
+    def _evict_idle(self) -> bool:
         """Close the least recently used idle connection of any origin, if any."""
         for key, stack in self._idle.items():
             if stack:
-                await self._discard(stack.pop(0))
+                self._discard(stack.pop(0))
                 if not stack:
                     del self._idle[key]
                 return True
         return False
 
-    async def _sweep(self) -> None:
+    def _sweep(self, now: float) -> None:
         """Close idle connections past their keep-alive or closed by the server."""
+        self._next_sweep = now + _SWEEP_INTERVAL
         for key in list(self._idle):
             stack = self._idle[key]
-            keep: list[httpcore.AsyncHTTP11Connection] = []
-            expired: list[httpcore.AsyncHTTP11Connection] = []
-            for connection in stack:
-                (expired if connection.has_expired() or not connection.is_idle() else keep).append(
-                    connection
-                )
-            if expired:
+            if not all(connection.reusable(now) for connection in stack):
+                keep = []
+                for connection in stack:
+                    if connection.reusable(now):
+                        keep.append(connection)
+                    else:
+                        self._discard(connection)
                 stack[:] = keep
-                for connection in expired:
-                    await self._discard(connection)
             if not stack:
                 del self._idle[key]
 
@@ -500,56 +486,41 @@ class _Pool:
                 waiter.set_result(None)
                 return
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._closed = True
         self._idle.clear()
-        connections, self._open = list(self._open), {}
+        connections, self._open = self._open, set()
         self._count = 0
         for connection in connections:
-            await connection.aclose()
+            connection.close()
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
 
 
-class _PooledStream:
-    """A response body that gives its connection back to the pool when closed."""
+class _Body(httpx.AsyncByteStream):
+    """A response body; closing it gives its connection back to the pool."""
 
-    def __init__(
-        self, pool: _Pool, connection: httpcore.AsyncHTTP11Connection, stream: Any
-    ) -> None:
+    def __init__(self, pool: _Pool, connection: _Connection, seconds: float | None) -> None:
         self._pool = pool
         self._connection = connection
-        self._stream = stream
+        self._seconds = seconds
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
         try:
-            await self._stream.aclose()
-        finally:
-            await self._pool.release(self._connection)
-
-
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _httpx_errors():
-            async for part in self._stream:
+            async for part in self._connection.body(self._seconds):
                 yield part
+        except BaseException:
+            self._connection.close()
+            raise
 
     async def aclose(self) -> None:
-        with _httpx_errors():
-            await self._stream.aclose()
+        if not self._closed:
+            self._closed = True
+            self._connection.response_closed()
+            self._pool.release(self._connection)
 
 
 class GuardedTransport(httpx.AsyncBaseTransport):
@@ -573,25 +544,27 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
         url = request.url
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _httpx_errors():
-            response = await self._pool.handle(core_request)
+        scheme = url.raw_scheme
+        if scheme not in _DEFAULT_PORTS:
+            shown = scheme.decode("ascii", errors="replace")
+            raise httpx.UnsupportedProtocol(
+                f"Request URL has an unsupported protocol '{shown}://'."
+            )
+        key = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
+        timeouts = request.extensions.get("timeout", {})
+        connection = await self._pool.acquire(key, request)
+        try:
+            head = await connection.send(request, timeouts)
+        except BaseException:
+            self._pool.release(connection)
+            raise
         return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response.stream),
-            extensions=response.extensions,
+            status_code=head.status_code,
+            headers=head.headers.raw_items(),
+            stream=_Body(self._pool, connection, timeouts.get("read")),
+            extensions={"http_version": b"HTTP/" + head.http_version, "reason_phrase": head.reason},
         )
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        self._pool.close()
