@@ -9,12 +9,14 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
+from application.engine_records import OutcomeRecorder, run_fields
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
-from domain.errors import RunNotFound
-from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
+from domain.runs import ClaimedRun, RunOutcome, RunStatus
+
+__all__ = ["CANCEL_ERROR", "DRAIN_ERROR", "LEASE_ERROR", "RunRunner", "run_fields"]
 
 log = logging.getLogger("scheduler.engine")
 
@@ -28,7 +30,8 @@ class RunRunner:
 
     A run is cancellable (with a reason that becomes its recorded outcome) from
     dispatch until its call returns; recording is never interrupted by a cancel with a
-    reason, only by `abandon()`, which plays a killed process.
+    reason, only by `abandon()`, which plays a killed process. Outcomes are recorded in
+    batches by an `OutcomeRecorder`; a run holds its slot until its outcome is recorded.
     """
 
     def __init__(
@@ -40,7 +43,6 @@ class RunRunner:
         observer: EngineObserver,
         on_done: Callable[[], None],
     ) -> None:
-        self._store = store
         self._executor = executor
         self._clock = clock
         self._settings = settings
@@ -50,6 +52,7 @@ class RunRunner:
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self._cancellable: set[UUID] = set()
         self._reasons: dict[UUID, tuple[RunStatus, str]] = {}
+        self._recorder = OutcomeRecorder(store, clock, settings, observer)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -82,6 +85,7 @@ class RunRunner:
 
     async def drain(self) -> None:
         """Let runs finish up to the drain timeout, then cancel the rest as FAILED."""
+        self._recorder.hurry()
         if not self._tasks:
             return
         log.info("draining %d runs", len(self._tasks), extra={"count": len(self._tasks)})
@@ -104,6 +108,7 @@ class RunRunner:
     async def abandon(self) -> None:
         """Cancel every run without recording anything (a killed process)."""
         self._reasons.clear()
+        self._recorder.abandon()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -116,16 +121,15 @@ class RunRunner:
         began = time.perf_counter()
         try:
             outcome, lateness = await self._call(claimed)
-            recorded = await self._record(run, outcome)
+            recorded = await self._recorder.record(run, outcome)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
             if log.isEnabledFor(logging.INFO):
-                fields = run_fields(final, lateness) | {
-                    "duration": round(duration, 6),
-                    "attempts": final.attempts,
-                    "http_status": final.http_status,
-                    "error": final.error,
-                }
+                fields = run_fields(final, lateness)
+                fields["duration"] = round(duration, 6)
+                fields["attempts"] = final.attempts
+                fields["http_status"] = final.http_status
+                fields["error"] = final.error
                 log.info("run %s", final.status.value, extra=fields)
             self._observer.run_finished(final, duration)
         finally:
@@ -166,31 +170,6 @@ class RunRunner:
             self._cancellable.discard(run.id)
         return outcome, lateness
 
-    async def _record(self, run: Run, outcome: RunOutcome) -> Run | None:
-        """finish_run, retried with backoff until it lands or the lease is gone."""
-        backoff = self._settings.store_retry_initial
-        while True:
-            try:
-                return await self._store.finish_run(run.id, outcome)
-            except RunNotFound:
-                log.warning("run vanished before its outcome was recorded", extra=run_fields(run))
-                return None
-            except Exception as exc:
-                self._observer.store_error(exc)
-                expires = run.lease_expires_at
-                if expires is not None and self._clock.now() >= expires:
-                    log.error(
-                        "outcome not recorded before the lease expired",
-                        extra=run_fields(run) | {"error": repr(exc)},
-                    )
-                    return None
-                log.warning(
-                    "recording an outcome failed; retrying",
-                    extra=run_fields(run) | {"error": repr(exc), "retry_in": backoff},
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._settings.store_retry_max)
-
     def _ended(self, status: RunStatus, error: str, started_at: datetime | None) -> RunOutcome:
         return RunOutcome(
             status=status, error=error, started_at=started_at, finished_at=self._clock.now()
@@ -205,21 +184,6 @@ class RunRunner:
         """Real seconds a call may take: its lease without half the margin, so a call
         that hangs past every timeout ends before another replica may take its slot."""
         return (lease_duration(claimed.task.target) - LEASE_MARGIN / 2).total_seconds()
-
-
-def run_fields(run: Run, lateness: float | None = None) -> dict[str, object]:
-    """The fields every log line about a run carries."""
-    fields: dict[str, object] = {
-        "task_id": str(run.task_id),
-        "run_id": str(run.id),
-        "scheduled_for": run.scheduled_for.isoformat(),
-        "status": run.status.value,
-        "manual": run.manual,
-        "replica": run.replica,
-    }
-    if lateness is not None:
-        fields["lateness"] = round(lateness, 6)
-    return fields
 
 
 def _uncancel() -> None:

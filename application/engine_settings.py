@@ -30,6 +30,8 @@ class EngineSettings:
             claims more than its free slots.
         drain_timeout: seconds `stop()` lets in-flight runs finish before cancelling them.
         record_grace: seconds `stop()` then waits for cancelled runs to be recorded.
+        record_batch_size: the most outcomes one `finish_runs` transaction records.
+        record_delay: seconds an outcome may wait for others to share its transaction.
         lost_run_sweep_interval: how often runs whose lease expired are marked failed.
         run_retention: runs scheduled longer ago than this are deleted.
         retention_sweep_interval: how often the retention sweep runs.
@@ -45,6 +47,8 @@ class EngineSettings:
     max_concurrent_runs: int = 100
     drain_timeout: float = 30.0
     record_grace: float = 10.0
+    record_batch_size: int = 100
+    record_delay: float = 0.005
     lost_run_sweep_interval: timedelta = timedelta(seconds=15)
     run_retention: timedelta = timedelta(days=30)
     retention_sweep_interval: timedelta = timedelta(hours=1)
@@ -54,7 +58,12 @@ class EngineSettings:
     store_retry_max: float = 30.0
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "max_concurrent_runs", "retention_batch_size"):
+        for name in (
+            "batch_size",
+            "max_concurrent_runs",
+            "retention_batch_size",
+            "record_batch_size",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.retention_max_batches < 1:
@@ -64,7 +73,7 @@ class EngineSettings:
                 raise ValueError(f"{name} must be positive")
         if self.run_retention <= timedelta(0):
             raise ValueError("run_retention must be positive")
-        if self.drain_timeout < 0 or self.record_grace < 0:
-            raise ValueError("drain_timeout and record_grace must not be negative")
+        if self.drain_timeout < 0 or self.record_grace < 0 or self.record_delay < 0:
+            raise ValueError("drain_timeout, record_grace and record_delay must not be negative")
         if not 0 < self.store_retry_initial <= self.store_retry_max:
             raise ValueError("store retry backoff must satisfy 0 < initial <= max")

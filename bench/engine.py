@@ -462,8 +462,9 @@ def main() -> None:
     figure("max_concurrent_runs", MAX_CONCURRENT_RUNS)
     figure("pool_size", POOL_SIZE)
     with bench_database(args.url) as url, start_target() as target:
-        if "burst" in scenarios:
+        if scenarios & {"burst", "burst_noop"}:
             burst(url, args.burst, False, target)
+        if scenarios & {"burst", "burst_http"}:
             burst(url, args.burst, True, target)
         if "steady" in scenarios:
             for replicas in (1, 3):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -64,7 +64,7 @@ class FlakyStore:
         async def call(*args: Any, **kwargs: Any) -> Any:
             if self.down:
                 raise StoreUnavailable()
-            if name == "finish_run" and self.failing_finishes > 0:
+            if name in ("finish_run", "finish_runs") and self.failing_finishes > 0:
                 self.failing_finishes -= 1
                 raise StoreUnavailable()
             return await method(*args, **kwargs)
@@ -190,6 +190,139 @@ async def test_an_outcome_is_recorded_once_the_store_is_back(
     [run] = await eventually(lambda: finished_runs(store, task), "the recorded run")
     assert run.status is RunStatus.SUCCEEDED
     assert flaky.failing_finishes == 0
+
+
+class CountingStore(FlakyStore):
+    """Remembers the size of every batch of outcomes recorded."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        super().__init__(store)
+        self.batches: list[int] = []
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        if self.down or self.failing_finishes > 0:
+            self.failing_finishes -= 1
+            raise StoreUnavailable()
+        self.batches.append(len(outcomes))
+        return await self.inner.finish_runs(outcomes)
+
+
+async def test_outcomes_are_recorded_in_batches(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    counting = CountingStore(store)
+    executor = GatedExecutor()
+    tasks = [await store.create_task(make_task()) for _ in range(25)]
+    engine = TriggerLoop(
+        counting, store.new_waker(), executor, clock, settings(record_batch_size=10)
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def all_called() -> bool:
+        return executor.running == 25
+
+    await eventually(all_called, "25 calls")
+    executor.gate.set()  # 25 outcomes at once: 10, 10, then 5 after record_delay
+
+    async def all_recorded() -> bool:
+        return sum(counting.batches) == 25
+
+    await eventually(all_recorded, "every outcome")
+    assert sorted(counting.batches, reverse=True)[:2] == [10, 10]
+    assert max(counting.batches) == 10
+    for task in tasks:
+        [run] = await finished_runs(store, task)
+        assert run.status is RunStatus.SUCCEEDED
+    assert engine.in_flight == 0
+
+
+async def test_a_failed_batch_is_retried_whole(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    counting = CountingStore(store)
+    counting.failing_finishes = 3
+    observer = RecordingObserver()
+    tasks = [await store.create_task(make_task()) for _ in range(12)]
+    engine = TriggerLoop(
+        counting, store.new_waker(), NoopExecutor(clock), clock, settings(), observer
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def all_recorded() -> bool:
+        return sum(counting.batches) == 12
+
+    await eventually(all_recorded, "every outcome, once the store is back")
+    assert counting.failing_finishes <= 0
+    assert len(observer.errors) >= 3
+    for task in tasks:
+        [run] = await finished_runs(store, task)
+        assert run.status is RunStatus.SUCCEEDED
+    assert {r.status for r in observer.finished} == {RunStatus.SUCCEEDED}
+    assert len(observer.finished) == 12
+
+
+async def test_an_outcome_is_given_up_once_the_lease_expired(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="scheduler.engine")
+    counting = CountingStore(store)
+    counting.failing_finishes = 10**6
+    task = await store.create_task(make_task(every=3600))  # nothing else due meanwhile
+    engine = TriggerLoop(counting, store.new_waker(), NoopExecutor(clock), clock, settings())
+    engines.append(engine)
+    await engine.start()
+
+    async def retrying() -> bool:
+        return any("retrying" in r.getMessage() for r in caplog.records)
+
+    await eventually(retrying, "a failed attempt")
+    [running] = await store.list_runs(task.id, None, None, 10)
+    assert running.lease_expires_at is not None
+    clock.set(running.lease_expires_at)
+
+    async def given_up() -> bool:
+        return engine.in_flight == 0
+
+    await eventually(given_up, "the outcome to be given up")
+    [line] = [r for r in caplog.records if r.getMessage().startswith("outcome not recorded")]
+    assert getattr(line, "run_id", None) == str(running.id)
+    assert counting.batches == []
+    # Left to the lost-run sweep, as a killed replica's run would be.
+    [lost] = await store.expire_lost_runs(running.lease_expires_at + timedelta(seconds=1))
+    assert lost.id == running.id
+
+
+async def test_stop_records_every_outcome_at_once(
+    store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    executor = GatedExecutor()
+    tasks = [await store.create_task(make_task()) for _ in range(5)]
+    # Outcomes would wait a minute for company; stopping sends them at once.
+    engine = TriggerLoop(
+        store,
+        store.new_waker(),
+        executor,
+        clock,
+        settings(record_delay=60.0, record_batch_size=1000),
+    )
+    await engine.start()
+
+    async def all_called() -> bool:
+        return executor.running == 5
+
+    await eventually(all_called, "five calls")
+    executor.gate.set()
+    began = time.monotonic()
+    await engine.stop()
+    assert time.monotonic() - began < 5
+    for task in tasks:
+        [run] = await finished_runs(store, task)
+        assert run.status is RunStatus.SUCCEEDED
 
 
 class SlowClaims(FlakyStore):

@@ -1,0 +1,160 @@
+"""Outcomes recorded in batches: one `finish_runs` transaction for many finished runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
+from application.ports import Clock, TaskStore
+from domain.runs import Run, RunOutcome
+
+log = logging.getLogger("scheduler.engine")
+
+# Batches written at once. Two let the server commit one while the next is sent.
+CONCURRENT_BATCHES = 2
+
+
+@dataclass(slots=True)
+class _Waiting:
+    run: Run
+    outcome: RunOutcome
+    recorded: asyncio.Future[Run | None]
+
+
+class OutcomeRecorder:
+    """Records the outcomes of one engine's runs with `TaskStore.finish_runs`.
+
+    A batch goes once `record_batch_size` outcomes wait, `record_delay` seconds after
+    the first of them arrived, or as soon as a batch in flight is done, whichever comes
+    first; at most `CONCURRENT_BATCHES` are in flight. A batch that fails is retried
+    with a doubling backoff (`store_retry_initial` to `store_retry_max`) until it lands,
+    except the outcomes whose run's lease has expired meanwhile: those are given up
+    (the lost-run sweep of some replica records the run). Nothing else is ever dropped,
+    short of `abandon()`.
+    """
+
+    def __init__(
+        self, store: TaskStore, clock: Clock, settings: EngineSettings, observer: EngineObserver
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._observer = observer
+        self._waiting: list[_Waiting] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._batches: set[asyncio.Task[None]] = set()
+        self._urgent = False
+
+    async def record(self, run: Run, outcome: RunOutcome) -> Run | None:
+        """Wait until the outcome is recorded; return the run as the store holds it, or
+        None when it could not be recorded (the run vanished, its lease expired)."""
+        loop = asyncio.get_running_loop()
+        recorded: asyncio.Future[Run | None] = loop.create_future()
+        self._waiting.append(_Waiting(run, outcome, recorded))
+        if self._urgent or len(self._waiting) >= self._settings.record_batch_size:
+            self._send()
+        elif self._timer is None:
+            self._timer = loop.call_later(self._settings.record_delay, self._send)
+        return await recorded
+
+    def hurry(self) -> None:
+        """From now on send every outcome at once (the engine is stopping)."""
+        self._urgent = True
+        self._send()
+
+    def abandon(self) -> None:
+        """Drop everything unrecorded and stop writing (a killed process)."""
+        self._cancel_timer()
+        for batch in self._batches:
+            batch.cancel()
+        for waiting in self._waiting:
+            waiting.recorded.cancel()
+        self._waiting.clear()
+
+    def _send(self) -> None:
+        self._cancel_timer()
+        size = self._settings.record_batch_size
+        while self._waiting and len(self._batches) < CONCURRENT_BATCHES:
+            batch = self._waiting[:size]
+            del self._waiting[:size]
+            task = asyncio.get_running_loop().create_task(self._write(batch))
+            self._batches.add(task)
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._batches.discard(task)
+        if self._waiting:  # they waited at least as long as that batch took
+            self._send()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _write(self, batch: list[_Waiting]) -> None:
+        backoff = self._settings.store_retry_initial
+        while batch:
+            try:
+                runs = await self._store.finish_runs([(w.run.id, w.outcome) for w in batch])
+            except Exception as exc:
+                self._observer.store_error(exc)
+                batch = self._still_owned(batch, exc)
+                if batch:
+                    log.warning(
+                        "recording %d outcomes failed; retrying",
+                        len(batch),
+                        extra={"count": len(batch), "error": repr(exc), "retry_in": backoff},
+                    )
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self._settings.store_retry_max)
+                continue
+            recorded = {run.id: run for run in runs}
+            for waiting in batch:
+                run = recorded.get(waiting.run.id)
+                if run is None:
+                    log.warning(
+                        "run vanished before its outcome was recorded",
+                        extra=run_fields(waiting.run),
+                    )
+                _settle(waiting, run)
+            return
+
+    def _still_owned(self, batch: list[_Waiting], exc: Exception) -> list[_Waiting]:
+        """The outcomes of `batch` whose run's lease has not expired; the others are
+        given up and logged."""
+        now = self._clock.now()
+        kept = []
+        for waiting in batch:
+            expires = waiting.run.lease_expires_at
+            if expires is not None and now >= expires:
+                log.error(
+                    "outcome not recorded before the lease expired",
+                    extra=run_fields(waiting.run) | {"error": repr(exc)},
+                )
+                _settle(waiting, None)
+            else:
+                kept.append(waiting)
+        return kept
+
+
+def _settle(waiting: _Waiting, run: Run | None) -> None:
+    if not waiting.recorded.done():
+        waiting.recorded.set_result(run)
+
+
+def run_fields(run: Run, lateness: float | None = None) -> dict[str, object]:
+    """The fields every log line about a run carries."""
+    fields: dict[str, object] = {
+        "task_id": str(run.task_id),
+        "run_id": str(run.id),
+        "scheduled_for": run.scheduled_for.isoformat(),
+        "status": run.status.value,
+        "manual": run.manual,
+        "replica": run.replica,
+    }
+    if lateness is not None:
+        fields["lateness"] = round(lateness, 6)
+    return fields
