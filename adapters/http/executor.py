@@ -84,7 +84,12 @@ class HttpExecutor:
     ) -> None:
         self._settings = settings or HttpExecutorSettings()
         self._environ = environ
-        self._guard = OutboundGuard(self._settings.allow, self._settings.deny, resolver=resolver)
+        self._guard = OutboundGuard(
+            self._settings.allow,
+            self._settings.deny,
+            resolver=resolver,
+            cache_seconds=self._settings.dns_cache_seconds,
+        )
         self._clock = clock or SystemClock()
         self._templates = Templates()
         self._client: httpx.AsyncClient | None = None

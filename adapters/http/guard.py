@@ -3,13 +3,19 @@
 Every address a host resolves to is checked, and the transport then connects only to
 those checked addresses, so a name cannot resolve to an allowed address for the check
 and to a metadata address for the connection (DNS rebinding).
+
+A guard may keep what a name resolved to for a few seconds (`cache_seconds`), so that
+a burst of new connections to one host asks DNS once; the addresses are checked again
+each time they are handed out, so a cached answer is never used unchecked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +31,8 @@ DEFAULT_DENY: tuple[Network, ...] = (
     ipaddress.ip_network("fd00:ec2::254/128"),
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# A resolution cache holding more names than this drops its stale entries.
+_MAX_CACHED_NAMES = 1024
 
 
 class OutboundDenied(Exception):
@@ -108,10 +116,16 @@ class OutboundGuard:
         deny: Iterable[str] = (),
         *,
         resolver: Resolver | None = None,
+        cache_seconds: float = 0.0,
     ) -> None:
         self._allow = _Rules.parse(allow)
         self._deny = _Rules.parse(deny)
         self._resolver = resolver or system_resolver
+        self._cache_seconds = cache_seconds
+        # Normalized name -> (fresh until, per time.monotonic(); its addresses).
+        self._answers: dict[str, tuple[float, tuple[Address, ...]]] = {}
+        # Lookups in flight, shared by every caller asking for the same name meanwhile.
+        self._lookups: dict[str, asyncio.Future[tuple[Address, ...]]] = {}
 
     def check_address(self, host: str, address: Address) -> None:
         """Raise OutboundDenied unless `host` may be reached at `address`."""
@@ -142,19 +156,49 @@ class OutboundGuard:
             self.check_address(host, literal)
             return [literal]
         self.check_static(host)
+        addresses = await self._lookup(host, port)
+        for address in addresses:
+            self.check_address(host, address)
+        return list(addresses)
+
+    async def _lookup(self, host: str, port: int) -> tuple[Address, ...]:
+        if self._cache_seconds <= 0:
+            return await self._query(host, port)
+        name = normalize_host(host)
+        cached = self._answers.get(name)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        lookup = self._lookups.get(name)
+        if lookup is None:
+            lookup = self._lookups[name] = asyncio.ensure_future(self._query(host, port))
+            lookup.add_done_callback(functools.partial(self._lookup_done, name))
+        # Shielded: a caller that gives up (its timeout) leaves the lookup to the others.
+        return await asyncio.shield(lookup)
+
+    async def _query(self, host: str, port: int) -> tuple[Address, ...]:
+        """Ask the resolver; a failure is raised, never kept."""
         try:
             answers = await self._resolver(normalize_host(host), port)
         except (OSError, UnicodeError) as exc:
             raise ResolutionFailed(host, _describe(exc)) from exc
         try:
-            addresses = list(dict.fromkeys(_parse_answers(answers)))
+            addresses = tuple(dict.fromkeys(_parse_answers(answers)))
         except ValueError as exc:
             raise ResolutionFailed(host, str(exc)) from exc
         if not addresses:
             raise ResolutionFailed(host, "no addresses")
-        for address in addresses:
-            self.check_address(host, address)
+        if self._cache_seconds > 0:
+            now = time.monotonic()
+            if len(self._answers) >= _MAX_CACHED_NAMES:
+                self._answers = {k: v for k, v in self._answers.items() if v[0] > now}
+            self._answers[normalize_host(host)] = (now + self._cache_seconds, addresses)
         return addresses
+
+    def _lookup_done(self, name: str, lookup: asyncio.Future[tuple[Address, ...]]) -> None:
+        if self._lookups.get(name) is lookup:
+            del self._lookups[name]
+        if not lookup.cancelled():
+            lookup.exception()  # retrieved: every caller may have given up
 
 
 def _parse_answers(answers: Iterable[str]) -> Iterator[Address]:

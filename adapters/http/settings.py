@@ -28,13 +28,17 @@ class HttpExecutorSettings:
     """How the executor calls targets.
 
     `allow` and `deny` hold host names or CIDR networks (a bare address is a /32 or
-    /128): the outbound guard's lists (API.md, "Outbound guard").
+    /128): the outbound guard's lists (API.md, "Outbound guard"). `max_connections`
+    bounds the connections open at once (idle kept-alive ones included);
+    `dns_cache_seconds` is how long what a host name resolved to is reused (0: never),
+    its addresses checked by the guard at every use.
     """
 
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     response_excerpt_bytes: int = RESPONSE_EXCERPT_LIMIT
     max_connections: int = 200
+    dns_cache_seconds: float = 10.0
     user_agent: str = field(default_factory=lambda: f"imbi-scheduler/{package_version()}")
 
     def __post_init__(self) -> None:
@@ -42,6 +46,8 @@ class HttpExecutorSettings:
             raise ValueError(f"response_excerpt_bytes must be within 0..{RESPONSE_EXCERPT_LIMIT}")
         if self.max_connections < 1:
             raise ValueError("max_connections must be at least 1")
+        if not 0 <= self.dns_cache_seconds <= 300:
+            raise ValueError("dns_cache_seconds must be within 0..300")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> HttpExecutorSettings:
