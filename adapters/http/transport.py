@@ -383,6 +383,9 @@ class _Pool:
         """An idle connection to `key`, or a new one; waits while `max_connections`
         are open and none of them is idle (httpx.PoolTimeout after the pool timeout)."""
         timeouts = request.extensions.get("timeout", {})
+        pool_timeout = timeouts.get("pool")
+        deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
+        woken = False
         while True:
             if self._closed:
                 raise RuntimeError("the transport is closed")
@@ -406,7 +409,10 @@ class _Pool:
                 self._open.add(connection)
                 return connection
             if not self._evict_idle():
-                await self._wait(timeouts.get("pool"))
+                # A caller that was woken but lost the connection to a newcomer waits
+                # at the front again; the pool timeout counts from the first wait.
+                await self._wait(None if deadline is None else deadline - now, front=woken)
+                woken = True
 
     async def _connect(
         self, key: _Key, request: httpx.Request, seconds: float | None
@@ -423,9 +429,14 @@ class _Pool:
                 raise
         return _Connection(key, stream, self._keepalive_expiry)
 
-    async def _wait(self, seconds: float | None) -> None:
+    async def _wait(self, seconds: float | None, *, front: bool) -> None:
+        if seconds is not None and seconds <= 0:
+            raise httpx.PoolTimeout("no connection came free in time")
         waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        if front:
+            self._waiters.appendleft(waiter)
+        else:
+            self._waiters.append(waiter)
         try:
             await _wait(waiter, seconds)
         except BaseException as exc:
