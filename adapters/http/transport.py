@@ -410,7 +410,7 @@ class _Pool:
                 return connection
             if not self._evict_idle():
                 # A caller that was woken but lost the connection to a newcomer waits
-                # at the front again; the pool timeout counts from the first wait.
+                # at the front again; the pool timeout counts from its first try.
                 await self._wait(None if deadline is None else deadline - now, front=woken)
                 woken = True
 
