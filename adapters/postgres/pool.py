@@ -21,8 +21,10 @@ def create_pool(
     closes it.
 
     Connections are in autocommit, so a read is one round trip; the store opens its own
-    transactions. `timeout` bounds the wait for a connection: past it, calls raise
-    StoreUnavailable.
+    transactions. Each session's time zone is UTC, so timestamps come back with
+    `timezone.utc` (the same instants as with the server's zone, and cheaper for every
+    datetime operation than a `ZoneInfo`). `timeout` bounds the wait for a connection:
+    past it, calls raise StoreUnavailable.
 
     `check` makes the pool test each connection before handing it out. It costs a round
     trip per call, and psycopg_pool spaces repeated failed checks by a doubling delay
@@ -40,4 +42,9 @@ def create_pool(
         name=name,
         kwargs={"autocommit": True},
         check=AsyncConnectionPool.check_connection if check else None,
+        configure=_configure,
     )
+
+
+async def _configure(conn: AsyncConnection[Any]) -> None:
+    await conn.execute("SET TIME ZONE 'UTC'")

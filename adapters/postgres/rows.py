@@ -46,10 +46,19 @@ def _trigger(text: str) -> Trigger:
     return _TRIGGER.validate_json(text)
 
 
+@lru_cache(maxsize=4096)
+def _target(text: str) -> HttpTarget:
+    # Likewise a frozen value: nothing changes a target's headers or body in place (the
+    # executors copy them), so tasks calling the same target may share its model. Many
+    # tasks do, and a task claimed again reads the same text: the URL check and the JSON
+    # parse are then done once.
+    return HttpTarget.model_validate_json(text)
+
+
 def to_task(row: dict[str, Any]) -> Task:
     """A task from a row whose trigger and target are JSON text (see queries.py)."""
     row["trigger"] = _trigger(row["trigger"])
-    row["target"] = HttpTarget.model_validate_json(row["target"])
+    row["target"] = _target(row["target"])
     return Task.model_validate(row)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import timezone
 from typing import Any
 
 import psycopg
@@ -232,3 +233,39 @@ async def test_a_schema_name_that_needs_quoting(database_url: str) -> None:
         await waker.close()
         await pool.close()
         await drop_schema(database_url, schema)
+
+
+async def test_instants_come_back_in_utc_whatever_the_server_zone(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """The pool sets each session's zone to UTC: `timezone.utc` datetimes, the same
+    instants as the server's zone would give."""
+    store = await postgres_backend.new_store()
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url) as conn:
+        await conn.execute(
+            sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET TimeZone = 'Asia/Kolkata'").format(
+                sql.Identifier(conn.info.dbname)
+            )
+        )
+        await conn.commit()
+    try:
+        pool = create_pool(postgres_backend.url, min_size=1, max_size=1)
+        await pool.open(wait=True)
+        try:
+            zoned = PostgresTaskStore(pool, postgres_backend.schema)
+            task = await zoned.create_task(make_task())
+            [claimed] = await zoned.claim_due(T0, 10, "r")
+            for instant in (task.created_at, claimed.task.next_run_at, claimed.run.claimed_at):
+                assert instant is not None and instant.tzinfo is timezone.utc
+            assert claimed.run.claimed_at == T0
+            assert await store.get_run(claimed.run.id) == claimed.run
+        finally:
+            await pool.close()
+    finally:
+        async with await psycopg.AsyncConnection.connect(postgres_backend.url) as conn:
+            await conn.execute(
+                sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} RESET TimeZone").format(
+                    sql.Identifier(conn.info.dbname)
+                )
+            )
+            await conn.commit()
