@@ -25,9 +25,9 @@ from domain.runs import ClaimedRun, RunStatus
 
 log = logging.getLogger("scheduler.engine")
 
-# A saturated engine claims again once half a batch of slots is free, or this many
-# seconds after the first slot freed up: claims stay batched without holding a due
-# run back for long.
+# A saturated engine claims again once a chunk of slots is free, or this many seconds
+# after the first slot freed up: claims stay batched without holding a due run back
+# for long.
 REFILL_DELAY = 0.02
 
 
@@ -56,7 +56,9 @@ class TriggerLoop:
         self._stop_requested = asyncio.Event()
         self._slots_free = asyncio.Event()
         self._starved = False
-        self._refill_at = max(1, min(settings.batch_size, settings.max_concurrent_runs) // 2)
+        # At most half the ceiling per claim, so that while one half of a saturated
+        # engine's runs is being recorded, the other half is claimed and called.
+        self._chunk = max(1, min(settings.batch_size, settings.max_concurrent_runs // 2))
         self._refill_timer: asyncio.TimerHandle | None = None
         self._healthy = False
         self._waker_started = False
@@ -178,7 +180,7 @@ class TriggerLoop:
             if free <= 0:
                 self._starved = True
                 return None
-            limit = min(settings.batch_size, free)
+            limit = min(self._chunk, free)
             began = time.perf_counter()
             claimed_at = self._clock.now()
             batch = await self._store.claim_due(claimed_at, limit, settings.replica)
@@ -262,7 +264,7 @@ class TriggerLoop:
     def _slot_freed(self) -> None:
         if not self._starved:
             return
-        if self._settings.max_concurrent_runs - len(self._runs) >= self._refill_at:
+        if self._settings.max_concurrent_runs - len(self._runs) >= self._chunk:
             self._refill()
         elif self._refill_timer is None:
             self._refill_timer = asyncio.get_running_loop().call_later(REFILL_DELAY, self._refill)

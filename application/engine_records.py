@@ -27,9 +27,10 @@ class _Waiting:
 class OutcomeRecorder:
     """Records the outcomes of one engine's runs with `TaskStore.finish_runs`.
 
-    A batch goes once `record_batch_size` outcomes wait, `record_delay` seconds after
-    the first of them arrived, or as soon as a batch in flight is done, whichever comes
-    first; at most `CONCURRENT_BATCHES` are in flight. A batch that fails is retried
+    A batch goes once `record_batch_size` outcomes wait, once no call is left in
+    progress (nothing else can arrive before slots are freed), `record_delay` seconds
+    after the first of them arrived, or as soon as a batch in flight is done, whichever
+    comes first; at most `CONCURRENT_BATCHES` are in flight. A batch that fails is retried
     with a doubling backoff (`store_retry_initial` to `store_retry_max`) until it lands,
     except the outcomes whose run's lease has expired meanwhile: those are given up
     (the lost-run sweep of some replica records the run). Nothing else is ever dropped,
@@ -48,13 +49,14 @@ class OutcomeRecorder:
         self._batches: set[asyncio.Task[None]] = set()
         self._urgent = False
 
-    async def record(self, run: Run, outcome: RunOutcome) -> Run | None:
+    async def record(self, run: Run, outcome: RunOutcome, *, last: bool = False) -> Run | None:
         """Wait until the outcome is recorded; return the run as the store holds it, or
-        None when it could not be recorded (the run vanished, its lease expired)."""
+        None when it could not be recorded (the run vanished, its lease expired).
+        `last` says that no other call is in progress: the batch goes at once."""
         loop = asyncio.get_running_loop()
         recorded: asyncio.Future[Run | None] = loop.create_future()
         self._waiting.append(_Waiting(run, outcome, recorded))
-        if self._urgent or len(self._waiting) >= self._settings.record_batch_size:
+        if last or self._urgent or len(self._waiting) >= self._settings.record_batch_size:
             self._send()
         elif self._timer is None:
             self._timer = loop.call_later(self._settings.record_delay, self._send)

@@ -121,7 +121,7 @@ class RunRunner:
         began = time.perf_counter()
         try:
             outcome, lateness = await self._call(claimed)
-            recorded = await self._recorder.record(run, outcome)
+            recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
             if log.isEnabledFor(logging.INFO):

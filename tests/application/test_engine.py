@@ -237,6 +237,51 @@ async def test_outcomes_are_recorded_in_batches(
     assert engine.in_flight == 0
 
 
+async def test_outcomes_go_at_once_when_no_call_is_left(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    counting = CountingStore(store)
+    tasks = [await store.create_task(make_task()) for _ in range(3)]
+    # Outcomes would wait a minute for company, but once every call has ended nothing
+    # else can come before slots are freed.
+    engine = TriggerLoop(
+        counting,
+        store.new_waker(),
+        NoopExecutor(clock),
+        clock,
+        settings(record_delay=60.0, record_batch_size=1000),
+    )
+    engines.append(engine)
+    await engine.start()
+    for task in tasks:
+        await eventually(lambda task=task: finished_runs(store, task), "the run", within=5)
+    assert sum(counting.batches) == 3
+
+
+async def test_a_saturated_engine_claims_half_its_ceiling_at_a_time(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    observer = RecordingObserver()
+    tasks = [await store.create_task(make_task()) for _ in range(40)]
+    engine = TriggerLoop(
+        store,
+        store.new_waker(),
+        NoopExecutor(clock),
+        clock,
+        settings(max_concurrent_runs=10, batch_size=100),
+        observer,
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def all_done() -> bool:
+        return all([await finished_runs(store, t) for t in tasks])
+
+    await eventually(all_done, "every task to run")
+    assert max(observer.batches) == 5  # while the other half is being recorded
+    assert sum(observer.batches) == 40
+
+
 async def test_a_failed_batch_is_retried_whole(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
