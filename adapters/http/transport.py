@@ -197,6 +197,16 @@ class _Stream:
             raise httpx.ConnectError("connection closed during the TLS handshake")
         self._transport = self._protocol.transport = transport
 
+    def take_arrived(self) -> bytes:
+        """What has arrived and not been read, without waiting (b"": nothing)."""
+        protocol = self._protocol
+        data = bytes(protocol.buffer)
+        protocol.buffer.clear()
+        if protocol.paused:
+            protocol.paused = False
+            self._transport.resume_reading()
+        return data
+
     def closed_by_peer(self) -> bool:
         """Whether an idle connection can no longer be used: the server closed it, or
         sent something no request asked for."""
@@ -339,12 +349,29 @@ class _Connection:
         """The caller is done with the answer: idle again when the exchange completed
         and both sides keep the connection, else closed."""
         state = self._h11
+        if not self.closed and state.their_state is h11.SEND_BODY:
+            self._skip_arrived_body()
         if not self.closed and state.our_state is h11.DONE and state.their_state is h11.DONE:
             state.start_next_cycle()
             self._expire_at = time.monotonic() + self._keepalive_expiry
             self.idle = True
         else:
             self.close()
+
+    def _skip_arrived_body(self) -> None:
+        """Read past the rest of an answer the caller stopped reading (the executor
+        reads only an excerpt), when all of it has arrived already: the connection can
+        then serve another request instead of being closed. No waiting for more."""
+        state = self._h11
+        try:
+            while state.their_state is h11.SEND_BODY:
+                if state.next_event() is h11.NEED_DATA:
+                    data = self._stream.take_arrived()
+                    if not data:
+                        return
+                    state.receive_data(data)
+        except h11.RemoteProtocolError:
+            return  # closed by the caller of this method: the exchange is not DONE
 
     def close(self) -> None:
         self.idle = False
@@ -524,7 +551,10 @@ class _Body(httpx.AsyncByteStream):
             async for part in self._connection.body(self._seconds):
                 yield part
         except BaseException:
-            self._connection.close()
+            # Not once closed: a reader that stopped early leaves this generator to be
+            # finalized later (GeneratorExit), when the connection may serve another call.
+            if not self._closed:
+                self._connection.close()
             raise
 
     async def aclose(self) -> None:

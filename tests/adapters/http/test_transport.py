@@ -4,6 +4,7 @@ that close connections, message framings, cancellation; and the guard's DNS cach
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import shutil
 import ssl
@@ -263,6 +264,29 @@ async def test_a_large_answer_is_read_only_up_to_the_excerpt(
     assert [o.response_excerpt for o in outcomes] == ["x" * 10] * 2
     # The unread rest of an answer makes its connection unusable: closed, not reused.
     assert server.connections == 2
+
+
+async def test_the_arrived_rest_of_an_answer_is_skipped_and_the_connection_kept(
+    make_executor: MakeExecutor, server: ScriptedServer
+) -> None:
+    body = b"y" * 5000  # past the excerpt, but sent at once with the head
+    server.answer = lambda _: (
+        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body),
+        False,
+    )
+    executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=10))
+    task = make_task(server.url())
+
+    outcomes = []
+    for _ in range(4):
+        outcomes.append(await executor.execute(task, make_run(task), None))
+        # The excerpt reader stopped early: its body iterator is finalized later, and
+        # must then leave alone the connection another call uses by now.
+        gc.collect()
+        await asyncio.sleep(0)
+
+    assert [o.response_excerpt for o in outcomes] == ["y" * 10] * 4
+    assert server.connections == 1
 
 
 async def test_idle_connections_expire(server: ScriptedServer) -> None:
