@@ -8,10 +8,11 @@ warm-up. One figure per line, `name value`: calls per second and the process's C
 milliseconds per call.
 
     python bench/http_executor.py [--calls 3000] [--concurrency 1,10,30,100]
-        [--host 127.0.0.1] [--close] [--bare] [--profile FILE]
+        [--host 127.0.0.1] [--close] [--body 2] [--bare] [--profile FILE]
 
 `--host localhost` calls through a host name (DNS and the outbound guard), `--close`
 makes the target close every connection after its answer (a new connection per call),
+`--body` sets the size of each answer's body (the executor keeps only an excerpt),
 `--bare` measures a plain `httpx.AsyncClient` instead of the executor, `--profile`
 writes a cProfile of the highest concurrency to FILE.
 """
@@ -50,8 +51,13 @@ class _Connection(asyncio.Protocol):
     """A minimal HTTP/1.1 server: every request answers 200 at once, kept alive unless
     the target was started with `close`."""
 
-    def __init__(self, close: bool) -> None:
+    def __init__(self, close: bool, body: bytes) -> None:
         self.close = close
+        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        self.last = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
+            len(body),
+            body,
+        )
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -72,28 +78,30 @@ class _Connection(asyncio.Protocol):
                 return
             self.buffer = self.buffer[end + 4 + length :]
             if self.close:
-                self.transport.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-                )
+                self.transport.write(self.last)
                 self.transport.close()
                 return
-            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            self.transport.write(self.answer)
 
 
-def _serve(port_out: Any, close: bool) -> None:
+def _serve(port_out: Any, close: bool, size: int) -> None:
+    body = b"ok" if size == 2 else b"x" * size
+
     async def serve() -> None:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Connection(close), "127.0.0.1", 0, backlog=1024)
+        server = await loop.create_server(
+            lambda: _Connection(close, body), "127.0.0.1", 0, backlog=1024
+        )
         port_out.send(server.sockets[0].getsockname()[1])
         await server.serve_forever()
 
     asyncio.run(serve())
 
 
-def start_target(close: bool) -> tuple[Any, int]:
+def start_target(close: bool, size: int) -> tuple[Any, int]:
     context = mp.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_serve, args=(send, close), daemon=True)
+    process = context.Process(target=_serve, args=(send, close, size), daemon=True)
     process.start()
     return process, int(receive.recv())
 
@@ -175,11 +183,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,10,30,100")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--close", action="store_true")
+    parser.add_argument("--body", type=int, default=2, help="bytes in each answer's body")
     parser.add_argument("--bare", action="store_true")
     parser.add_argument("--profile")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    process, port = start_target(args.close)
+    process, port = start_target(args.close, args.body)
     url = f"http://{args.host}:{port}/hook"
     label = "bare_httpx" if args.bare else "executor"
     try:
