@@ -6,9 +6,11 @@ import asyncio
 import logging
 import time
 
+import httpx
 import pytest
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
+from adapters.http.executor import _Request
 from domain.runs import RunStatus
 from tests.adapters.http.builders import (
     FAST_RETRY,
@@ -302,3 +304,40 @@ async def test_attempts_are_logged_with_their_fields(
     ]
     # A success is DEBUG (the engine logs each run's outcome); a failed attempt WARNING.
     assert [r.levelno for r in attempts] == [logging.WARNING, logging.DEBUG]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "headers", "body"),
+    [
+        ("POST", "http://reports.test:8080/run", {"X-Team": "data"}, {"any": "json", "é": "ü"}),
+        ("GET", "http://reports.test/", {}, None),
+        ("GET", "http://reports.test/", {}, {"q": 1}),
+        ("POST", "https://reports.test/", {}, None),
+        ("DELETE", "https://reports.test/", {"accept": "text/plain", "user-agent": "mine"}, None),
+        ("PUT", "http://[::1]:8080/a?b=c", {"content-type": "text/plain"}, "a string"),
+        (
+            "PATCH",
+            "http://Reports.TEST:80/x",
+            {"Host": "elsewhere.test", "Content-Length": "3"},
+            [1],
+        ),
+        ("POST", "http://reports.test/", {"Transfer-Encoding": "chunked"}, None),
+        ("POST", "http://xn--caf-dma.test/", {"X-Name": "café"}, {"n": 1.5, "none": None}),
+    ],
+)
+def test_requests_are_built_as_httpx_builds_them(
+    executor: HttpExecutor, method: str, url: str, headers: dict[str, str], body: object
+) -> None:
+    # The executor builds its requests itself, to save time; httpx's build_request is
+    # the reference, header for header and byte for byte.
+    pairs = [(name.encode(), value.encode()) for name, value in headers.items()]
+
+    built = executor._build(_Request(method, url, dict(headers), body), list(pairs), 5.0)
+    reference = executor._http().build_request(
+        method, url, headers=pairs, json=body, timeout=httpx.Timeout(5.0)
+    )
+
+    assert (built.method, built.url) == (reference.method, reference.url)
+    assert built.headers.raw == reference.headers.raw
+    assert built.read() == reference.read()
+    assert built.extensions == reference.extensions
