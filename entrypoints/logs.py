@@ -70,3 +70,7 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
         logger = logging.getLogger(name)
         logger.handlers.clear()
         logger.propagate = True
+    # httpx logs every request (with its full URL) at INFO; the engine already logs each
+    # run, and a URL may carry a templated secret.
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
