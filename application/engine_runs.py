@@ -146,7 +146,7 @@ class RunRunner:
         try:
             async with self._semaphore:
                 started_at = self._clock.now()
-                lateness = self._lateness(claimed)
+                lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
                 async with asyncio.timeout(self._budget(claimed)):
                     outcome = await self._executor.execute(task, run, task.last_run_at)
@@ -175,10 +175,10 @@ class RunRunner:
             status=status, error=error, started_at=started_at, finished_at=self._clock.now()
         )
 
-    def _lateness(self, claimed: ClaimedRun) -> float:
+    def _lateness(self, claimed: ClaimedRun, now: datetime | None = None) -> float:
         run = claimed.run
         due = run.scheduled_for if run.manual else run_instant(claimed.task, run.scheduled_for)
-        return (self._clock.now() - (due or run.scheduled_for)).total_seconds()
+        return ((now or self._clock.now()) - (due or run.scheduled_for)).total_seconds()
 
     def _budget(self, claimed: ClaimedRun) -> float:
         """Real seconds a call may take: its lease without half the margin, so a call
