@@ -88,6 +88,8 @@ class OutcomeRecorder:
 
     def _sent(self, task: asyncio.Task[None]) -> None:
         self._batches.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("recording outcomes failed", exc_info=exc)
         if self._waiting:  # they waited at least as long as that batch took
             self._send()
 
@@ -97,6 +99,13 @@ class OutcomeRecorder:
             self._timer = None
 
     async def _write(self, batch: list[_Waiting]) -> None:
+        try:
+            await self._record(batch)
+        finally:  # whatever happened, no run waits forever (a waiter settled stays so)
+            for waiting in batch:
+                _settle(waiting, None)
+
+    async def _record(self, batch: list[_Waiting]) -> None:
         backoff = self._settings.store_retry_initial
         while batch:
             try:
