@@ -18,6 +18,10 @@ clock. One figure per line, `name value`.
 
     python bench/engine.py [--url URL] [--scenario burst,steady,idle] [--burst 10000]
         [--steady 1000] [--idle 100000] [--seconds 30]
+
+`--scenario` also takes burst_noop and burst_http, one half of the burst each. The load
+average (1 minute) is printed at the start and the end: other work on the machine moves
+every figure.
 """
 
 from __future__ import annotations
@@ -459,6 +463,7 @@ def main() -> None:
     args = parser.parse_args()
     scenarios = set(args.scenario.split(","))
     figure("cpus", os.cpu_count() or 0)
+    figure("load_average_at_start", os.getloadavg()[0])
     figure("max_concurrent_runs", MAX_CONCURRENT_RUNS)
     figure("pool_size", POOL_SIZE)
     with bench_database(args.url) as url, start_target() as target:
@@ -471,6 +476,7 @@ def main() -> None:
                 steady(url, args.steady, replicas, args.seconds, target)
         if "idle" in scenarios:
             idle(url, args.idle, args.seconds, target)
+    figure("load_average_at_end", os.getloadavg()[0])
 
 
 if __name__ == "__main__":
