@@ -74,5 +74,8 @@ class InvalidRequest(SchedulerError, ValueError):
 class StoreUnavailable(SchedulerError):
     """The store could not be reached (connection lost, server restarting).
 
-    Nothing was written by the failed call; the caller may retry it.
+    The failed call's transaction rolled back, unless the connection died after its
+    COMMIT was sent and before the answer came: then it may have landed. Retrying is
+    safe either way: a claim that landed unseen only leaves runs that nobody calls, and
+    they end "replica lost" when their leases expire (execution is at most once).
     """
