@@ -1,4 +1,4 @@
-"""Claim throughput of the PostgreSQL store.
+"""Claim and record throughput of the PostgreSQL store.
 
 Fills a schema of its own with N due tasks (an hourly interval, all due at once, each
 with a target URL of its own), then,
@@ -6,7 +6,12 @@ for 1 and 3 concurrent claimers and batch sizes 1, 10, 100 and 500, claims every
 once through `PostgresTaskStore.claim_due` (the full path: select and lock, the claim
 rule, lease locks and counts, task updates, run and lease rows) and prints the
 occurrences claimed per second, one figure per line. Each claimer is a process of its
-own with its own pool, as replicas are. The schema is dropped at the end.
+own with its own pool, as replicas are.
+
+Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records an outcome
+(succeeded) for every run through `PostgresTaskStore.finish_runs` (the run, its lease,
+the task's failure count) and prints the outcomes recorded per second (at batch 1, on
+the first 2,000 runs only). The schema is dropped at the end.
 
     python bench/claim.py [--tasks N] [--url URL]
 
@@ -24,6 +29,7 @@ import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
@@ -34,6 +40,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from domain.runs import RunOutcome, RunStatus
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
 
@@ -42,6 +49,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(seconds=5)
 CLAIMERS = (1, 3)
 BATCHES = (1, 10, 100, 500)
+WRITERS = (1, 3)
+FINISH_BATCHES = (1, 10, 100)
 
 
 async def fill(conn: psycopg.AsyncConnection, schema: str, count: int) -> None:
@@ -87,7 +96,9 @@ async def claim_all(url: str, schema: str, batch: int, replica: str, start: Barr
         await pool.close()
 
 
-def claimer(url: str, schema: str, batch: int, replica: str, start: Barrier, out: mp.Queue) -> None:
+def claimer(
+    url: str, schema: str, batch: int, replica: str, start: Barrier, out: Queue[tuple[int, float]]
+) -> None:
     claimed = asyncio.run(claim_all(url, schema, batch, replica, start))
     out.put((claimed, time.perf_counter()))
 
@@ -95,7 +106,7 @@ def claimer(url: str, schema: str, batch: int, replica: str, start: Barrier, out
 def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> float:
     """Occurrences per second from the moment every claimer is ready to the last one's end."""
     start = mp.Barrier(claimers + 1)
-    out: mp.Queue = mp.Queue()
+    out: Queue[tuple[int, float]] = mp.Queue()
     procs = [
         mp.Process(target=claimer, args=(url, schema, batch, f"bench:{i}", start, out))
         for i in range(claimers)
@@ -110,7 +121,84 @@ def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> flo
     claimed = sum(n for n, _ in results)
     if claimed != count:
         raise SystemExit(f"claimed {claimed} occurrences of {count}")
-    return count / (max(end for _, end in results) - began)
+    return float(count / (max(end for _, end in results) - began))
+
+
+async def running_runs(url: str, schema: str, limit: int) -> list[uuid.UUID]:
+    """Claim every task (in batches of 500), and return up to `limit` running runs."""
+    await reset_and_claim(url, schema)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            sql.SQL("SELECT id FROM {}.runs WHERE status = 'running' LIMIT %s").format(
+                sql.Identifier(schema)
+            ),
+            [limit],
+        )
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def reset_and_claim(url: str, schema: str) -> None:
+    await again(url, schema)
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        while await store.claim_due(NOW, 500, "bench:claim"):
+            pass
+    finally:
+        await pool.close()
+
+
+async def finish_all(
+    url: str, schema: str, run_ids: list[uuid.UUID], batch: int, start: Barrier
+) -> int:
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        await store.finish_runs([])  # nothing to do, but the pool is warm
+        outcome = RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, finished_at=NOW)
+        start.wait()
+        recorded = 0
+        for i in range(0, len(run_ids), batch):
+            recorded += len(await store.finish_runs([(r, outcome) for r in run_ids[i : i + batch]]))
+        return recorded
+    finally:
+        await pool.close()
+
+
+def writer(
+    url: str,
+    schema: str,
+    run_ids: list[uuid.UUID],
+    batch: int,
+    start: Barrier,
+    out: Queue[tuple[int, float]],
+) -> None:
+    recorded = asyncio.run(finish_all(url, schema, run_ids, batch, start))
+    out.put((recorded, time.perf_counter()))
+
+
+def measure_finish(url: str, schema: str, writers: int, batch: int, count: int) -> float:
+    """Outcomes recorded per second, every writer with its own share of the runs."""
+    run_ids = asyncio.run(running_runs(url, schema, 2000 if batch == 1 else count))
+    start = mp.Barrier(writers + 1)
+    out: Queue[tuple[int, float]] = mp.Queue()
+    shares = [run_ids[i::writers] for i in range(writers)]
+    procs = [
+        mp.Process(target=writer, args=(url, schema, share, batch, start, out)) for share in shares
+    ]
+    for proc in procs:
+        proc.start()
+    start.wait()
+    began = time.perf_counter()
+    results = [out.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    recorded = sum(n for n, _ in results)
+    if recorded != len(run_ids):
+        raise SystemExit(f"recorded {recorded} outcomes of {len(run_ids)}")
+    return float(recorded / (max(end for _, end in results) - began))
 
 
 async def prepare(url: str, schema: str, count: int) -> None:
@@ -144,6 +232,10 @@ def main() -> None:
                 asyncio.run(again(args.url, schema))
                 rate = measure(args.url, schema, claimers, batch, args.tasks)
                 print(f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s", flush=True)
+        for writers in WRITERS:
+            for batch in FINISH_BATCHES:
+                rate = measure_finish(args.url, schema, writers, batch, args.tasks)
+                print(f"writers={writers} batch={batch}: {rate:,.0f} outcomes/s", flush=True)
     finally:
         asyncio.run(drop(args.url, schema))
 
