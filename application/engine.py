@@ -16,8 +16,9 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from application.engine_runs import CANCEL_ERROR, RunRunner, run_fields
+from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
+from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
 from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
 from domain.errors import StoreUnavailable
@@ -63,8 +64,7 @@ class TriggerLoop:
         self._healthy = False
         self._waker_started = False
         self._last_pass_at: datetime | None = None
-        self._next_lost_sweep: datetime | None = None
-        self._next_retention_sweep: datetime | None = None
+        self._housekeeping = Housekeeping(store, settings, observer, self._runs)
 
     @property
     def settings(self) -> EngineSettings:
@@ -160,10 +160,10 @@ class TriggerLoop:
         if not self._waker_started:
             await self._waker.start()
             self._waker_started = True
-        await self._check_cancels()
+        await self._housekeeping.check_cancels()
         claimed_at = await self._claim()
         now = self._clock.now()
-        await self._sweep(now)
+        await self._housekeeping.sweep(now)
         # Counted from the start of the pass: when the clock jumped while it ran (a fake
         # clock moved by a test), the deadline has already passed and we look again.
         deadline = await self._deadline(began, claimed_at)
@@ -194,37 +194,9 @@ class TriggerLoop:
                 return claimed_at
         return claimed_at
 
-    async def _check_cancels(self) -> None:
-        cancellable = self._runs.cancellable()
-        if cancellable:
-            for run_id in await self._store.cancel_requested(cancellable):
-                self._runs.cancel(run_id, RunStatus.CANCELLED, CANCEL_ERROR)
-
-    async def _sweep(self, now: datetime) -> None:
-        settings = self._settings
-        if self._next_lost_sweep is None or now >= self._next_lost_sweep:
-            for run in await self._store.expire_lost_runs(now):
-                log.warning("run lost with its replica", extra=run_fields(run))
-                self._observer.run_finished(run, 0.0)
-            self._next_lost_sweep = now + settings.lost_run_sweep_interval
-        if self._next_retention_sweep is None or now >= self._next_retention_sweep:
-            cutoff = now - settings.run_retention
-            deleted = 0
-            for _ in range(settings.retention_max_batches):
-                count = await self._store.delete_runs_before(cutoff, settings.retention_batch_size)
-                deleted += count
-                if count < settings.retention_batch_size:
-                    break
-            if deleted:
-                log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
-            self._next_retention_sweep = now + settings.retention_sweep_interval
-
     async def _deadline(self, now: datetime, claimed_at: datetime | None) -> datetime:
         settings = self._settings
-        deadline = now + settings.max_poll_interval
-        for sweep in (self._next_lost_sweep, self._next_retention_sweep):
-            if sweep is not None and sweep < deadline:
-                deadline = sweep
+        deadline = self._housekeeping.deadline(now + settings.max_poll_interval)
         if self._starved:
             return deadline  # a finishing run wakes the loop
         due = await self._store.next_due_at()

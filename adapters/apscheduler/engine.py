@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 from apscheduler import AsyncScheduler, RunState
 from apscheduler.executors.async_ import AsyncJobExecutor
 
-from adapters.apscheduler.housekeeping import Housekeeping
 from adapters.apscheduler.passes import ClaimPasses
 from adapters.apscheduler.sync import EXECUTE, resync
 from adapters.apscheduler.triggers import ClockBridge
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
+from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
 from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
 from domain.errors import StoreUnavailable

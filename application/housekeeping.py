@@ -1,6 +1,6 @@
-"""What the native loop does besides claiming, which APScheduler knows nothing of:
-cancel requests for runs on this engine, the lost-run sweep and the retention sweep.
-They run on the engine's clock with the native loop's intervals."""
+"""What an engine does besides claiming: cancel requests for the runs it has in flight,
+the lost-run sweep and the retention sweep, each on the engine's clock and intervals.
+The native loop and the APScheduler adapter share it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from application.observer import EngineObserver
 from application.ports import TaskStore
 from domain.runs import RunStatus
 
-log = logging.getLogger("scheduler.engine.apscheduler")
+log = logging.getLogger("scheduler.engine")
 
 
 class Housekeeping:
