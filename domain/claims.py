@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from domain.runs import RunStatus
+from domain.runs import Run, RunStatus
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 from domain.triggers import IntervalTrigger, OneShotTrigger, Trigger
 
@@ -179,3 +179,39 @@ def resolve_status(decision_status: RunStatus, active_leases: int, limit: int) -
     if decision_status is RunStatus.RUNNING and active_leases >= limit:
         return RunStatus.SKIPPED
     return decision_status
+
+
+# The error a run that was not called records.
+NOT_CALLED = {
+    RunStatus.MISSED: "claimed later than misfire_grace_seconds after its time; not called",
+    RunStatus.SKIPPED: "max_running_instances runs were in flight; not called",
+}
+
+
+def new_run(
+    task: Task,
+    now: datetime,
+    replica: str,
+    status: RunStatus,
+    scheduled_for: datetime,
+    coalesced: int,
+    *,
+    manual: bool = False,
+) -> Run:
+    """A run claimed at `now`: RUNNING with a lease, or already finished when not called."""
+    claimed_at = truncate(now)
+    running = status is RunStatus.RUNNING
+    return Run(
+        id=uuid4(),
+        task_id=task.id,
+        scheduled_for=scheduled_for,
+        coalesced=coalesced,
+        claimed_at=claimed_at,
+        started_at=claimed_at if running else None,
+        finished_at=None if running else claimed_at,
+        lease_expires_at=claimed_at + lease_duration(task.target) if running else None,
+        status=status,
+        manual=manual,
+        error=NOT_CALLED.get(status),
+        replica=replica,
+    )

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
 from application.ports import RunPageKey, TaskFilter, TaskPageKey
-from domain.claims import claim, lease_duration, resolve_status, truncate
+from domain.claims import claim, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -296,26 +296,10 @@ class InMemoryTaskStore:
         *,
         manual: bool = False,
     ) -> Run:
-        claimed_at = truncate(now)
-        running = status is RunStatus.RUNNING
-        expires = claimed_at + lease_duration(task.target) if running else None
-        run = Run(
-            id=uuid4(),
-            task_id=task.id,
-            scheduled_for=scheduled_for,
-            coalesced=coalesced,
-            claimed_at=claimed_at,
-            started_at=claimed_at if running else None,
-            finished_at=None if running else claimed_at,
-            lease_expires_at=expires,
-            status=status,
-            manual=manual,
-            error=_NOT_CALLED.get(status),
-            replica=replica,
-        )
+        run = new_run(task, now, replica, status, scheduled_for, coalesced, manual=manual)
         self._runs[run.id] = run
-        if expires is not None:
-            self._leases[run.id] = _Lease(task.id, expires)
+        if run.lease_expires_at is not None:
+            self._leases[run.id] = _Lease(task.id, run.lease_expires_at)
         return run
 
     def _finish(self, run: Run, outcome: RunOutcome) -> Run:
@@ -355,12 +339,6 @@ class InMemoryTaskStore:
             }
         self._tasks[task.id] = task.model_copy(update=update)
         return paused
-
-
-_NOT_CALLED = {
-    RunStatus.MISSED: "claimed later than misfire_grace_seconds after its time; not called",
-    RunStatus.SKIPPED: "max_running_instances runs were in flight; not called",
-}
 
 
 def _copy(task: Task) -> Task:

@@ -11,53 +11,18 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
-from domain.claims import lease_duration, truncate
+from domain.claims import NOT_CALLED
 from domain.runs import Run, RunStatus
-from domain.tasks import Task
+
 
 # The texts the in-memory store records on runs that were not called.
-NOT_CALLED = {
-    RunStatus.MISSED: "claimed later than misfire_grace_seconds after its time; not called",
-    RunStatus.SKIPPED: "max_running_instances runs were in flight; not called",
-}
-
-
 def lease_lock_key(schema: str, task_id: UUID) -> int:
     """The pg_advisory_xact_lock key under which a task's leases are counted and taken:
     the same on every replica, distinct per schema, a signed 64-bit integer."""
     digest = hashlib.blake2b(f"{schema}:lease:{task_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def new_run(
-    task: Task,
-    now: datetime,
-    replica: str,
-    status: RunStatus,
-    scheduled_for: datetime,
-    coalesced: int,
-    *,
-    manual: bool = False,
-) -> Run:
-    """A run claimed at `now`: RUNNING with a lease, or already finished when not called."""
-    claimed_at = truncate(now)
-    running = status is RunStatus.RUNNING
-    return Run(
-        id=uuid4(),
-        task_id=task.id,
-        scheduled_for=scheduled_for,
-        coalesced=coalesced,
-        claimed_at=claimed_at,
-        started_at=claimed_at if running else None,
-        finished_at=None if running else claimed_at,
-        lease_expires_at=claimed_at + lease_duration(task.target) if running else None,
-        status=status,
-        manual=manual,
-        error=NOT_CALLED.get(status),
-        replica=replica,
-    )
 
 
 @dataclass(slots=True)

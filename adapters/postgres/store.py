@@ -26,13 +26,13 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params, new_run
+from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import OutcomeBatch, counted_failures
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
 from application.ports import RunPageKey, TaskFilter, TaskPageKey
-from domain.claims import claim, resolve_status, run_instant, truncate
+from domain.claims import claim, new_run, resolve_status, run_instant, truncate
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
