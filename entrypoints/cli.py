@@ -109,9 +109,15 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
 def _listen(config: uvicorn.Config) -> socket.socket:
     """Bind the API's socket before anything starts, so a taken port fails at once."""
     try:
-        return config.bind_socket()
+        bound = config.bind_socket()
     except SystemExit:  # uvicorn has logged why
         raise ListenError(f"could not listen on {config.host}:{config.port}") from None
+    # uvicorn creates the socket with protocol 0, and every accepted socket inherits it.
+    # asyncio sets TCP_NODELAY only on sockets whose protocol says IPPROTO_TCP, so the
+    # connections kept Nagle's algorithm: each answer's last small write waited for the
+    # client's delayed ACK, ~40 ms on every request. The same descriptor, declared TCP,
+    # gets what a listener asyncio binds itself gets.
+    return socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
 
 
 # -- init-db -----------------------------------------------------------------------------
