@@ -318,9 +318,9 @@ _WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"))
 
 
 def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
-    """Fill in what a trigger takes from the moment it is created (TRIGGERS.md): an
-    interval without `start_at` is anchored now, a calendar without `start_date`
-    starts today in its timezone."""
+    """Fill in what a trigger takes from the moment it is created (docs/triggers.md,
+    "Interval" and "Calendar"): an interval without `start_at` is anchored now, a
+    calendar without `start_date` starts today in its timezone."""
     if isinstance(trigger, IntervalTrigger) and trigger.start_at is None and trigger.anchor is None:
         return trigger.model_copy(update={"anchor": now})
     if isinstance(trigger, CalendarTrigger) and trigger.start_date is None:

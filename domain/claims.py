@@ -166,7 +166,7 @@ def _jump(trigger: Trigger, now: datetime) -> tuple[datetime, datetime | None]:
 
 def lease_duration(target: HttpTarget) -> timedelta:
     """How long a run may hold its slot: every attempt timing out, every retry
-    waiting its longest, plus a margin (API.md `lease_expires_at`)."""
+    waiting its longest, plus a margin (docs/api.md "Run", `lease_expires_at`)."""
     attempts = target.retry.max_attempts
     if isinstance(target.auth, OAuth2ClientCredentials):
         attempts += 1  # a 401 earns one more call with a fresh token

@@ -1,7 +1,7 @@
 """Triggers: when a task fires.
 
-The contract is /work/shared/TRIGGERS.md; docs/triggers.md records the choices it leaves
-open. A trigger is plain data: `next_fire_time(after)` is a pure function of the trigger
+The contract is docs/triggers.md ("The rules"), which also records the choices they
+leave open. A trigger is plain data: `next_fire_time(after)` is a pure function of the trigger
 and `after`, and returns an aware UTC datetime with whole seconds, or None.
 """
 
@@ -87,7 +87,7 @@ class CronTrigger(_Bounded):
         return value
 
     def next_fire_time(self, after: datetime) -> datetime | None:
-        """The first fire time strictly after `after` (aware), or None. See TRIGGERS.md."""
+        """The first fire time strictly after `after` (aware), or None. See docs/triggers.md."""
         floor, end = _window(after, self.start_at, self.end_at, self.timezone)
         if end is not None and floor >= end:
             return None
@@ -173,7 +173,7 @@ class CalendarTrigger(_Bounded):
         return self.start_at.astimezone(zone(self.timezone)).date()
 
     def next_fire_time(self, after: datetime) -> datetime | None:
-        """The first fire time strictly after `after` (aware), or None. See TRIGGERS.md."""
+        """The first fire time strictly after `after` (aware), or None. See docs/triggers.md."""
         floor, end = _window(after, self.start_at, self.end_at, self.timezone)
         if end is not None and floor >= end:
             return None

@@ -1,4 +1,4 @@
-"""The HTTP executor: performs one run of a task's target (API.md, "Outbound calls")."""
+"""The HTTP executor: performs one run of a task's target (docs/api.md, "Outbound calls")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The outbound guard: which addresses a target may be called at (API.md, "Outbound guard").
+"""The outbound guard: which addresses a target may be called at (docs/api.md, "The
+outbound guard").
 
 Every address a host resolves to is checked, and the transport then connects only to
 those checked addresses, so a name cannot resolve to an allowed address for the check

@@ -28,7 +28,7 @@ class HttpExecutorSettings:
     """How the executor calls targets.
 
     `allow` and `deny` hold host names or CIDR networks (a bare address is a /32 or
-    /128): the outbound guard's lists (API.md, "Outbound guard"). `max_connections`
+    /128): the outbound guard's lists (docs/api.md, "The outbound guard"). `max_connections`
     bounds the connections open at once (idle kept-alive ones included);
     `dns_cache_seconds` is how long what a host name resolved to is reused (0: never),
     its addresses checked by the guard at every use.

@@ -16,7 +16,7 @@ from pydantic import JsonValue
 from domain.errors import InvalidRequest
 from domain.tasks import HttpTarget, check_http_url
 
-# The names a template may use (API.md, `target.template`).
+# The names a template may use (docs/api.md, "Templates").
 NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
 # A bound on what one template may produce, so a template cannot exhaust memory
 # with `"x" * 10**9`. Loops are bounded by the sandbox's range() limit only.
@@ -35,7 +35,7 @@ class TemplateFailed(Exception):
 
 
 def rfc3339(instant: datetime) -> str:
-    """`instant` in UTC with a `Z`, as API.md writes times."""
+    """`instant` in UTC with a `Z`, as docs/api.md writes times."""
     return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 

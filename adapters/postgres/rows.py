@@ -41,8 +41,9 @@ def task_params(task: Task) -> dict[str, Any]:
 
 @lru_cache(maxsize=4096)
 def _trigger(text: str) -> Trigger:
-    # A trigger is an immutable value (TRIGGERS.md: plain data, no state): tasks whose
-    # trigger JSON is equal may share one validated model. Cron parsing is the dear part.
+    # A trigger is an immutable value (docs/triggers.md, "Every kind": plain data):
+    # tasks whose trigger JSON is equal may share one validated model. Cron parsing is
+    # the dear part.
     return _TRIGGER.validate_json(text)
 
 

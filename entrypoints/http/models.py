@@ -1,4 +1,4 @@
-"""What the API sends and receives beyond the domain's own models (API.md "Resources").
+"""What the API sends and receives beyond the domain's own models (docs/api.md "Task" and "Run").
 
 Requests reuse the domain models (`TaskSpec`, `Trigger`): they are the validation. The
 responses here add what a client sees: every instant in UTC, and no internal fields.
@@ -25,7 +25,7 @@ UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 
 
 class TaskResource(TaskSpec):
-    """A task (API.md "Task"): its writable fields and what the scheduler keeps."""
+    """A task (docs/api.md "Task"): its writable fields and what the scheduler keeps."""
 
     id: UUID
     consecutive_failures: int = 0
@@ -44,7 +44,7 @@ class TaskResource(TaskSpec):
 
 
 class RunResource(Run):
-    """A run (API.md "Run")."""
+    """A run (docs/api.md "Run")."""
 
     scheduled_for: UtcDatetime
     claimed_at: UtcDatetime

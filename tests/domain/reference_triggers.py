@@ -1,4 +1,5 @@
-"""A deliberately naive reference for cron and calendar triggers (TRIGGERS.md, "Testing").
+"""A deliberately naive reference for cron and calendar triggers (docs/triggers.md,
+"Checking the rules").
 
 Nothing here is shared with domain/: cron fields are expanded by a small parser of its
 own, wall times are enumerated one by one and matched by set membership, and each is

@@ -1,4 +1,4 @@
-"""Calendar triggers: start_date + k * interval at a wall time (TRIGGERS.md, Calendar)."""
+"""Calendar triggers: start_date + k * interval at a wall time (docs/triggers.md, "Calendar")."""
 
 from __future__ import annotations
 

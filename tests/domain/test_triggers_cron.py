@@ -1,4 +1,4 @@
-"""Cron triggers: TRIGGERS.md rule by rule, with instants worked out by hand.
+"""Cron triggers: docs/triggers.md ("Cron") rule by rule, with instants worked out by hand.
 
 Transitions used (from zoneinfo, 2026 unless said):
 - America/New_York: 03-08 02:00 EST -> 03:00 EDT (07:00Z); 11-01 02:00 EDT -> 01:00 EST (06:00Z)

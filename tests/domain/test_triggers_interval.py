@@ -1,4 +1,4 @@
-"""Interval triggers: anchor + k * every in elapsed time (TRIGGERS.md, Interval)."""
+"""Interval triggers: anchor + k * every in elapsed time (docs/triggers.md, "Interval")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per row of the error table (API.md "Errors" and "Access"): each answers an
+"""One test per row of the error table (docs/api.md "Errors" and "Access"): each answers an
 RFC 9457 problem, and nothing is written when a request is rejected."""
 
 from __future__ import annotations

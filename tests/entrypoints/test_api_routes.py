@@ -1,4 +1,4 @@
-"""One happy path per route of API.md, through the app on the in-memory store."""
+"""One happy path per route of docs/api.md ("Endpoints"), through the app on the in-memory store."""
 
 from __future__ import annotations
 

@@ -269,7 +269,7 @@ async def test_an_api_only_replica_serves_and_fires_manual_runs(
     assert len(recording_target.received("/api-only")) == 1
 
 
-# Every route of API.md's endpoint table.
+# Every route of the endpoint table in docs/api.md ("Endpoints").
 API_MD_ROUTES = {
     ("post", "/tasks"), ("get", "/tasks"), ("get", "/tasks/{id}"), ("patch", "/tasks/{id}"),
     ("delete", "/tasks/{id}"), ("post", "/tasks/{id}/pause"), ("post", "/tasks/{id}/resume"),
