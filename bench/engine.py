@@ -212,7 +212,7 @@ def bench_database(url: str) -> Iterator[str]:
     params = conninfo_to_dict(url)
     params["dbname"] = name
     try:
-        yield make_conninfo(**params)
+        yield make_conninfo("", **params)
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(

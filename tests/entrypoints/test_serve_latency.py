@@ -21,7 +21,9 @@ REQUESTS = 50
 
 
 async def test_connections_accepted_by_the_api_listener_send_without_delay() -> None:
-    config = uvicorn.Config(app=None, host="127.0.0.1", port=free_port(), log_config=None)
+    config = uvicorn.Config(
+        app="entrypoints.http.app:create_app", host="127.0.0.1", port=free_port(), log_config=None
+    )
     listener = _listen(config)
     accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
