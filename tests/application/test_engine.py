@@ -296,7 +296,8 @@ async def test_a_failed_batch_is_retried_whole(
     await engine.start()
 
     async def all_recorded() -> bool:
-        return sum(counting.batches) == 12
+        # The observer hears of a run after its batch is written: wait for both.
+        return sum(counting.batches) == 12 and len(observer.finished) == 12
 
     await eventually(all_recorded, "every outcome, once the store is back")
     assert counting.failing_finishes <= 0
