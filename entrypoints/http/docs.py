@@ -10,14 +10,14 @@ from litestar import Request
 from litestar.datastructures import ResponseHeader
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
-from litestar.openapi.spec import Components, SecurityRequirement, SecurityScheme, Tag
+from litestar.openapi.spec import Components, License, SecurityRequirement, SecurityScheme, Tag
 from pydantic import BaseModel
-from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
+from pydantic_core import core_schema
 
 from adapters.http.settings import package_version
 from application.ports import RenderedRequest
 from domain.tasks import TaskSpec
-from entrypoints.http.body import JSON, MERGE_PATCH_JSON
 from entrypoints.http.models import (
     FireTimes,
     Health,
@@ -75,30 +75,112 @@ LOCATION = ResponseHeader(
 # the dialect of OpenAPI 3.1) is the truth about them; Litestar's own translation drops
 # patterns, discriminators and `additionalProperties: false`. The served document takes
 # each model's schema from pydantic, under the same component names Litestar refers to.
+# Problem is documented as it is read: `errors` comes with 422 answers only.
 _DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TaskSpec, "validation"),
     (TaskPatch, "validation"),
     (PreviewRequest, "validation"),
+    (Problem, "validation"),
     *(
         (model, "serialization")
         for model in (TaskResource, RunResource, TaskPage, RunPage, FireTimes)
     ),
-    *((model, "serialization") for model in (RenderedRequest, Problem, Health, Ready)),
+    *((model, "serialization") for model in (RenderedRequest, Health, Ready)),
 ]
+# A model that reads differently from how it is written gets two schemas: the form a
+# client writes keeps the model's name, the form the server answers is "<name>Output".
+_INPUT, _OUTPUT = "-Input", "-Output"
+
+
+class _AnswerSchema(GenerateJsonSchema):
+    """Answers carry every field of their model, defaults included, so the schema of an
+    answer marks every field required (a generated client then types them as always
+    there, and keeps the request forms' defaulted fields optional)."""
+
+    def field_is_required(
+        self,
+        field: core_schema.ModelField | core_schema.DataclassField | core_schema.TypedDictField,
+        total: bool,
+    ) -> bool:
+        if self.mode == "serialization":
+            return field.get("serialization_exclude_if") is None
+        return super().field_is_required(field, total)
 
 
 @functools.cache
 def model_schemas() -> dict[str, Any]:
-    """Component schemas of every documented model, as pydantic writes them."""
-    _, top = models_json_schema(_DOCUMENTED, ref_template="#/components/schemas/{model}")
-    schemas: dict[str, Any] = top["$defs"]
+    """Component schemas of every documented model: pydantic's, each titled by its own
+    component name (generators name classes by title, so no two may share one), and with
+    every union's discriminator required in each of its members (the server cannot tell
+    the members apart without it, so it has no default)."""
+    _, top = models_json_schema(
+        _DOCUMENTED,
+        ref_template="#/components/schemas/{model}",
+        schema_generator=_AnswerSchema,
+    )
+    renamed = {name: _component_name(name) for name in top["$defs"]}
+    schemas: dict[str, Any] = _renamed_refs(top["$defs"], renamed)
+    schemas = {renamed[name]: schema for name, schema in schemas.items()}
+    for name, schema in schemas.items():
+        schema["title"] = name
+    for schema in schemas.values():
+        _require_discriminators(schema, schemas)
     return schemas
 
 
+def _component_name(name: str) -> str:
+    if name.endswith(_INPUT):
+        return name.removesuffix(_INPUT)
+    if name.endswith(_OUTPUT):
+        return name.removesuffix(_OUTPUT) + "Output"
+    return name
+
+
+def _renamed_refs(node: Any, renamed: dict[str, str]) -> Any:
+    """`node` with every reference to a component in `renamed` (a `$ref`, or a value of a
+    discriminator's `mapping`) pointing at its new name."""
+    if isinstance(node, dict):
+        found: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                found[key] = _renamed_ref(value, renamed)
+            elif key == "discriminator" and isinstance(value, dict):
+                mapping = {tag: _renamed_ref(ref, renamed) for tag, ref in value["mapping"].items()}
+                found[key] = {**value, "mapping": mapping}
+            else:
+                found[key] = _renamed_refs(value, renamed)
+        return found
+    if isinstance(node, list):
+        return [_renamed_refs(value, renamed) for value in node]
+    return node
+
+
+def _renamed_ref(ref: str, renamed: dict[str, str]) -> str:
+    prefix, _, name = ref.rpartition("/")
+    return f"{prefix}/{renamed.get(name, name)}"
+
+
+def _require_discriminators(node: Any, schemas: dict[str, Any]) -> None:
+    if isinstance(node, dict):
+        discriminator = node.get("discriminator")
+        if isinstance(discriminator, dict):
+            tag = discriminator["propertyName"]
+            for ref in discriminator.get("mapping", {}).values():
+                member = schemas[str(ref).rsplit("/", 1)[-1]]
+                member["properties"][tag].pop("default", None)
+                if tag not in member.setdefault("required", []):
+                    member["required"].insert(0, tag)
+        for value in node.values():
+            _require_discriminators(value, schemas)
+    elif isinstance(node, list):
+        for value in node:
+            _require_discriminators(value, schemas)
+
+
 def accurate(document: dict[str, Any]) -> dict[str, Any]:
-    """`document` with pydantic's model schemas, each merge-patch body also documented
-    as `application/json` (both are accepted), a schema on every response header, and
-    without the 400 Litestar documents for parameter errors (this API answers 422)."""
+    """`document` with pydantic's model schemas, a schema on every response header, an
+    explicit `security: []` on the open routes, and without the 400 Litestar documents
+    for parameter errors (this API answers 422)."""
     document = copy.deepcopy(document)
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
@@ -106,8 +188,6 @@ def accurate(document: dict[str, Any]) -> dict[str, Any]:
                 _finish(operation)
     components = document.setdefault("components", {})
     schemas = {**components.get("schemas", {}), **model_schemas()}
-    # Pydantic names a model that reads differently from how it is written twice
-    # ("X-Input", "X-Output"); Litestar's own "X" is then left unused.
     components["schemas"] = {name: schemas[name] for name in sorted(_reachable(document, schemas))}
     return document
 
@@ -136,9 +216,9 @@ def _refs(node: Any) -> set[str]:
 
 
 def _finish(operation: dict[str, Any]) -> None:
-    content = operation.get("requestBody", {}).get("content", {})
-    if MERGE_PATCH_JSON in content:
-        content.setdefault(JSON, content[MERGE_PATCH_JSON])
+    # Only the routes outside the token-guarded router lack a requirement: say they are
+    # open, rather than leave a reader to guess.
+    operation.setdefault("security", [])
     responses = operation.get("responses", {})
     if "400" in responses and PROBLEM_JSON not in responses["400"].get("content", {}):
         del responses["400"]
@@ -167,6 +247,7 @@ def openapi_config() -> OpenAPIConfig:
             "(`application/problem+json`). When API tokens are configured, every route but "
             "/healthz, /readyz, /metrics and /schema requires `Authorization: Bearer <token>`."
         ),
+        license=License(name="BSD-3-Clause", identifier="BSD-3-Clause"),
         path="/schema",
         render_plugins=[SwaggerPlugin(path=["/", "/swagger"]), JsonSchemaPlugin()],
         components=Components(

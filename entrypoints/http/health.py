@@ -40,7 +40,13 @@ class Readiness:
         return checks
 
 
-@get("/healthz", tags=["operations"], summary="The process is alive")
+@get(
+    "/healthz",
+    tags=["operations"],
+    operation_id="getHealth",
+    summary="The process is alive",
+    description="200 while the process serves HTTP. Needs no token.",
+)
 async def healthz() -> Health:
     return Health(status="ok")
 
@@ -48,7 +54,10 @@ async def healthz() -> Health:
 @get(
     "/readyz",
     tags=["operations"],
+    operation_id="getReadiness",
     summary="The store is reachable and the trigger loop runs",
+    description="200 when the store answers within 2 s and this process's engine (when it "
+    "runs one) is alive; else 503 with `checks`. Needs no token.",
     responses={
         503: ResponseSpec(
             data_container=Problem,
@@ -68,7 +77,9 @@ async def readyz(readiness: NamedDependency[Readiness]) -> Ready:
 @get(
     "/metrics",
     tags=["operations"],
+    operation_id="getMetrics",
     summary="Prometheus metrics (text exposition)",
+    description="Every metric name starts with `scheduler_`. Needs no token.",
     media_type=METRICS_MEDIA_TYPE,
 )
 async def metrics(observer: NamedDependency[PrometheusObserver]) -> Response[bytes]:

@@ -25,6 +25,7 @@ class TriggerController(Controller):
         dto=JsonBody[PreviewRequest],
         return_dto=None,
         opt={MUTATION: False},
+        operation_id="previewTrigger",
         summary="Preview a trigger's fire times",
         description="Nothing is created. Without `after`, the first fire time is the one a "
         "task created now would have (at or after now).",

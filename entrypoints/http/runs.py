@@ -29,7 +29,13 @@ class RunController(Controller):
     path = "/runs"
     tags = ["runs"]
 
-    @get("/{id:str}", summary="Read a run", responses=errors(404, mutation=False))
+    @get(
+        "/{id:str}",
+        operation_id="getRun",
+        summary="Read a run",
+        description="One run, also after its task was deleted.",
+        responses=errors(404, mutation=False),
+    )
     async def get_run(
         self, id: RunId, scheduling: NamedDependency[SchedulingService]
     ) -> RunResource:
@@ -38,6 +44,7 @@ class RunController(Controller):
     @post(
         "/{id:str}/cancel",
         status_code=202,
+        operation_id="cancelRun",
         summary="Cancel a running run",
         description="Cooperative: whichever replica runs it stops the call and records "
         "`cancelled`. 409 when the run is no longer running.",

@@ -67,7 +67,12 @@ class TaskController(Controller):
         status_code=201,
         dto=JsonBody[TaskSpec],
         return_dto=None,
+        operation_id="createTask",
         summary="Create a task",
+        description=(
+            "Stores a task and plans its first occurrence: the trigger's first fire time at "
+            "or after now. 409 when the name is taken; 422 names every invalid field."
+        ),
         response_headers=[ETAG, LOCATION],
         responses=errors(400, 409, 415, 422),
     )
@@ -79,8 +84,12 @@ class TaskController(Controller):
 
     @get(
         "/",
+        operation_id="listTasks",
         summary="List tasks",
-        description="Ordered by creation. Filters: `enabled`, `tag`, `name` (a prefix).",
+        description=(
+            "Ordered by creation, a page at a time. Filters: `enabled`, `tag`, `name` (a "
+            "prefix); `next_cursor` carries them to the next page, and is null on the last."
+        ),
         responses=errors(422, mutation=False),
     )
     async def list_tasks(
@@ -99,7 +108,9 @@ class TaskController(Controller):
 
     @get(
         "/{id:str}",
+        operation_id="getTask",
         summary="Read a task",
+        description="The task by its id or its name, with its version as the `ETag`.",
         response_headers=[ETAG],
         responses=errors(404, mutation=False),
     )
@@ -112,6 +123,7 @@ class TaskController(Controller):
         "/{id:str}",
         dto=MergePatchBody[TaskPatch],  # type: ignore[valid-type]  # a generated model
         return_dto=None,
+        operation_id="updateTask",
         summary="Change a task (JSON merge patch)",
         description=(
             "A JSON merge patch (RFC 7396) of the writable fields, sent as "
@@ -132,7 +144,13 @@ class TaskController(Controller):
         version = expected_version(if_match)
         return task_response(await scheduling.update_task(id, data, version))
 
-    @delete("/{id:str}", summary="Delete a task (its runs stay)", responses=errors(404))
+    @delete(
+        "/{id:str}",
+        operation_id="deleteTask",
+        summary="Delete a task (its runs stay)",
+        description="The task stops firing; its runs stay readable at /runs/{id}.",
+        responses=errors(404),
+    )
     async def delete_task(
         self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
     ) -> None:
@@ -141,7 +159,10 @@ class TaskController(Controller):
     @post(
         "/{id:str}/pause",
         status_code=200,
+        operation_id="pauseTask",
         summary="Pause (disable) a task",
+        description="Sets `enabled` to false; `next_run_at` becomes null. A paused task "
+        "answers unchanged.",
         response_headers=[ETAG],
         responses=errors(404),
     )
@@ -153,7 +174,10 @@ class TaskController(Controller):
     @post(
         "/{id:str}/resume",
         status_code=200,
+        operation_id="resumeTask",
         summary="Resume (enable) a task",
+        description="Sets `enabled` to true, resets `consecutive_failures` and plans the next "
+        "occurrence at or after now. An enabled task answers unchanged.",
         response_headers=[ETAG],
         responses=errors(404),
     )
@@ -166,8 +190,10 @@ class TaskController(Controller):
         "/{id:str}/dry-run",
         status_code=200,
         opt={MUTATION: False},
+        operation_id="dryRunTask",
         summary="Render the next run's request without sending it",
-        description="Every header that would be sent, each secret replaced by `***`.",
+        description="Every header that would be sent, each secret replaced by `***`. "
+        "Nothing is sent or written; a read-only token may call it.",
         responses=errors(404, 422, mutation=False),
     )
     async def dry_run(
@@ -178,6 +204,7 @@ class TaskController(Controller):
     @post(
         "/{id:str}/runs",
         status_code=202,
+        operation_id="fireTask",
         summary="Fire now, outside the schedule",
         description="A manual run, also for a paused task; `skipped` at max_running_instances.",
         response_headers=[LOCATION],
@@ -193,7 +220,10 @@ class TaskController(Controller):
 
     @get(
         "/{id:str}/runs",
+        operation_id="listTaskRuns",
         summary="Run history, newest first",
+        description="By `scheduled_for`, then id; each run appears once across the pages. "
+        "`status` filters by one status.",
         responses=errors(404, 422, mutation=False),
     )
     async def list_runs(
@@ -209,6 +239,7 @@ class TaskController(Controller):
 
     @get(
         "/{id:str}/upcoming",
+        operation_id="listUpcoming",
         summary="The next fire times",
         description="Un-jittered occurrences, at most 100.",
         responses=errors(404, 422, mutation=False),
