@@ -39,6 +39,20 @@ class RunPageKey:
     id: UUID
 
 
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Which runs `TaskStore.list_all_runs` returns; None means "any". `tag` matches the
+    runs of the tasks that carry it now; `since` and `until` bound `scheduled_for`
+    (both inclusive)."""
+
+    status: RunStatus | None = None
+    task_id: UUID | None = None
+    tag: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    backfill_id: UUID | None = None
+
+
 class TaskStore(Protocol):
     """Tasks, runs and leases. Every mutation of a task notifies the waker's channel
     in the same transaction, so engines wake as soon as the write is visible."""
@@ -122,6 +136,14 @@ class TaskStore(Protocol):
         self, task_id: UUID, status: RunStatus | None, after: RunPageKey | None, limit: int
     ) -> list[Run]:
         """The task's runs, newest first by (scheduled_for, id), strictly after `after`."""
+        ...
+
+    async def list_all_runs(
+        self, run_filter: RunFilter, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        """Runs of every task (deleted ones too) matching the filter, newest first by
+        (scheduled_for, id), strictly after `after`: a keyset, so a run is never listed
+        twice however runs are written between pages."""
         ...
 
     async def request_cancel(self, run_id: UUID) -> Run:

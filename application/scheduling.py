@@ -22,6 +22,7 @@ from application.ports import (
     TaskPageKey,
     TaskStore,
 )
+from application.run_listing import list_all_runs
 from domain.claims import first_fire_at_or_after, initial_fire_at, run_instant, truncate
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.runs import Run, RunStatus
@@ -215,6 +216,15 @@ class SchedulingService:
                 }
             )
         return Page(runs, next_cursor)
+
+    async def list_all_runs(
+        self, *, limit: int = 50, cursor: str | None = None, **filters: Any
+    ) -> Page[Run]:
+        """Runs of every task, newest first: see `application.run_listing`."""
+        _check_limit(limit)
+        return await list_all_runs(
+            self._store, self.get_task, limit=limit, cursor=cursor, **filters
+        )
 
     async def get_run(self, run_id: UUID) -> Run:
         return await self._store.get_run(run_id)

@@ -48,6 +48,9 @@ class Run(BaseModel):
     response_excerpt: str | None = None
     error: str | None = None
     replica: str
+    backfill_id: UUID | None = Field(
+        default=None, description="the backfill that made this run; null for other runs"
+    )
 
 
 class RunOutcome(BaseModel):

@@ -15,7 +15,7 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
-from application.ports import RunPageKey, TaskFilter, TaskPageKey
+from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
 from domain.claims import claim, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
@@ -214,6 +214,26 @@ class InMemoryTaskStore:
         )
         return found[:limit]
 
+    async def list_all_runs(
+        self, run_filter: RunFilter, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        tagged = None
+        if run_filter.tag is not None:
+            tagged = {t.id for t in self._tasks.values() if run_filter.tag in t.tags}
+        start = None if after is None else (after.scheduled_for, after.id)
+        found = sorted(
+            (
+                run
+                for run in self._runs.values()
+                if _run_matches(run, run_filter)
+                and (tagged is None or run.task_id in tagged)
+                and (start is None or (run.scheduled_for, run.id) < start)
+            ),
+            key=lambda run: (run.scheduled_for, run.id),
+            reverse=True,
+        )
+        return found[:limit]
+
     async def request_cancel(self, run_id: UUID) -> Run:
         async with self._lock:
             run = self._run(run_id)
@@ -352,3 +372,13 @@ def _matches(task: Task, task_filter: TaskFilter) -> bool:
         return False
     prefix = task_filter.name_prefix
     return prefix is None or task.name.startswith(prefix)
+
+
+def _run_matches(run: Run, run_filter: RunFilter) -> bool:
+    return (
+        (run_filter.status is None or run.status is run_filter.status)
+        and (run_filter.task_id is None or run.task_id == run_filter.task_id)
+        and (run_filter.since is None or run.scheduled_for >= run_filter.since)
+        and (run_filter.until is None or run.scheduled_for <= run_filter.until)
+        and (run_filter.backfill_id is None or run.backfill_id == run_filter.backfill_id)
+    )

@@ -31,7 +31,8 @@ from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import OutcomeBatch, counted_failures
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
-from application.ports import RunPageKey, TaskFilter, TaskPageKey
+from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
+from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
 from domain.claims import claim, new_run, resolve_status, run_instant, truncate
 from domain.errors import (
     DuplicateTaskName,
@@ -98,6 +99,10 @@ class PostgresTaskStore:
         return rows[0] if rows else None
 
     async def _all(self, query: str, params: dict[str, Any]) -> list[Row]:
+        """Run the named read `query` (see `_read`)."""
+        return await self._read(self._q[query], params)
+
+    async def _read(self, query: bytes, params: dict[str, Any]) -> list[Row]:
         """Run one read. A read on a pooled connection that turns out dead (the server
         restarted, the backend was terminated while idle) is retried on another, at most
         once per connection the pool can hold: reading twice is harmless."""
@@ -107,7 +112,7 @@ class PostgresTaskStore:
             try:
                 async with self._pool.connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(self._q[query], params)
+                    await cur.execute(query, params)
                     return await cur.fetchall()
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if attempt < attempts and conn is not None and conn.closed:
@@ -313,6 +318,20 @@ class PostgresTaskStore:
         else:
             params |= {"after_scheduled_for": after.scheduled_for, "after_id": after.id}
             rows = await self._all("list_runs_after", params)
+        return [to_run(row) for row in rows]
+
+    async def list_all_runs(
+        self, run_filter: RunFilter, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        per_task = False
+        if run_filter.tag is not None and run_filter.task_id is None:
+            counts = await self._read(tagged_tasks(self.schema), {"tag": run_filter.tag})
+            tagged, tasks = counts[0]["tagged"], counts[0]["tasks"]
+            if not tagged:
+                return []
+            per_task = reads_per_task(tagged, tasks)
+        query, params = run_listing(self.schema, run_filter, after, limit, per_task=per_task)
+        rows = await self._read(query, params)
         return [to_run(row) for row in rows]
 
     async def request_cancel(self, run_id: UUID) -> Run:

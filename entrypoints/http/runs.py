@@ -1,18 +1,20 @@
-"""/runs: read one run, cancel a running one."""
+"""/runs: every task's runs, one run, cancelling a running one."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
 from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import PathParameter
+from litestar.params import PathParameter, QueryParameter
 
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
+from domain.runs import RunStatus
 from entrypoints.http.docs import errors
-from entrypoints.http.models import RunResource
+from entrypoints.http.models import RunPage, RunResource
 
 RunId = Annotated[str, PathParameter(description="The run's id.")]
 
@@ -28,6 +30,61 @@ def run_id(value: str) -> UUID:
 class RunController(Controller):
     path = "/runs"
     tags = ["runs"]
+
+    @get(
+        "/",
+        operation_id="listRuns",
+        summary="Runs of every task, newest first",
+        description="Ordered by (`scheduled_for`, `id`), newest first; every run appears "
+        "exactly once across pages, also while runs are being written. Filters combine "
+        "(all must hold); the cursor carries them.",
+        responses=errors(422, mutation=False),
+    )
+    async def list_runs(
+        self,
+        scheduling: NamedDependency[SchedulingService],
+        status: Annotated[RunStatus | None, QueryParameter(description="One status.")] = None,
+        task: Annotated[
+            str | None,
+            QueryParameter(
+                description="A task's id (its runs stay listed after it is deleted) or name."
+            ),
+        ] = None,
+        tag: Annotated[
+            str | None, QueryParameter(description="Runs of the tasks carrying this tag.")
+        ] = None,
+        since: Annotated[
+            datetime | None,
+            QueryParameter(description="`scheduled_for` at or after this instant (with offset)."),
+        ] = None,
+        until: Annotated[
+            datetime | None,
+            QueryParameter(description="`scheduled_for` at or before this instant (with offset)."),
+        ] = None,
+        backfill: Annotated[
+            str | None, QueryParameter(description="Runs made by this backfill (its id).")
+        ] = None,
+        limit: Annotated[
+            int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")
+        ] = 50,
+        cursor: Annotated[
+            str | None,
+            QueryParameter(
+                description="`next_cursor` of the previous page; it carries the filters."
+            ),
+        ] = None,
+    ) -> RunPage:
+        page = await scheduling.list_all_runs(
+            status=status,
+            task=task,
+            tag=tag,
+            since=since,
+            until=until,
+            backfill=backfill,
+            limit=limit,
+            cursor=cursor,
+        )
+        return RunPage(items=[RunResource.of(r) for r in page.items], next_cursor=page.next_cursor)
 
     @get(
         "/{id:str}",

@@ -1,0 +1,111 @@
+"""`GET /runs`: the runs of every task, filtered, newest first, keyset-paged."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from application.pagination import Page, decode_cursor, encode_cursor
+from application.ports import RunFilter, RunPageKey, TaskStore
+from domain.errors import InvalidRequest, TaskNotFound
+from domain.runs import Run, RunStatus
+from domain.tasks import Task
+
+
+async def list_all_runs(
+    store: TaskStore,
+    find_task: Callable[[str], Awaitable[Task]],
+    *,
+    status: RunStatus | None = None,
+    task: str | None = None,
+    tag: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    backfill: str | None = None,
+    limit: int,
+    cursor: str | None = None,
+) -> Page[Run]:
+    """One page of runs across tasks. `task` is an id (also of a deleted task: its runs
+    stay) or the name of a task that exists; a name nobody has matches no run. A cursor
+    carries the filters of the first page, the task as its id."""
+    if cursor is not None:
+        run_filter, after = _decode(cursor)
+    else:
+        after = None
+        for field, instant in (("since", since), ("until", until)):
+            if instant is not None and instant.tzinfo is None:
+                raise InvalidRequest(field, "must carry a UTC offset")
+        if since is not None and until is not None and until < since:
+            raise InvalidRequest("until", "must not be before since")
+        task_id = None
+        if task is not None:
+            task_id = _uuid(task)
+            if task_id is None:
+                try:
+                    task_id = (await find_task(task)).id
+                except TaskNotFound:
+                    return Page([], None)
+        backfill_id = None
+        if backfill is not None:
+            backfill_id = _uuid(backfill)
+            if backfill_id is None:
+                raise InvalidRequest("backfill", "must be a backfill id (a UUID)")
+        run_filter = RunFilter(status, task_id, tag, since, until, backfill_id)
+    runs = await store.list_all_runs(run_filter, after, limit + 1)
+    if len(runs) <= limit:
+        return Page(runs, None)
+    runs = runs[:limit]
+    last = runs[-1]
+    return Page(runs, encode_cursor({"filter": _encode_filter(run_filter), "key": _key(last)}))
+
+
+def _key(run: Run) -> list[str]:
+    return [run.scheduled_for.isoformat(), str(run.id)]
+
+
+def _encode_filter(run_filter: RunFilter) -> dict[str, Any]:
+    def text(value: object) -> str | None:
+        if value is None:
+            return None
+        return value.isoformat() if isinstance(value, datetime) else str(value)
+
+    return {
+        "status": text(run_filter.status),
+        "task_id": text(run_filter.task_id),
+        "tag": run_filter.tag,
+        "since": text(run_filter.since),
+        "until": text(run_filter.until),
+        "backfill_id": text(run_filter.backfill_id),
+    }
+
+
+def _decode(cursor: str) -> tuple[RunFilter, RunPageKey]:
+    payload = decode_cursor(cursor)
+    try:
+        raw = payload["filter"]
+        instant, key_id = payload["key"]
+
+        def maybe(name: str, parse: Callable[[str], Any]) -> Any:
+            value = raw[name]
+            return None if value is None else parse(value)
+
+        run_filter = RunFilter(
+            status=maybe("status", RunStatus),
+            task_id=maybe("task_id", UUID),
+            tag=maybe("tag", str),
+            since=maybe("since", datetime.fromisoformat),
+            until=maybe("until", datetime.fromisoformat),
+            backfill_id=maybe("backfill_id", UUID),
+        )
+        return run_filter, RunPageKey(datetime.fromisoformat(instant), UUID(key_id))
+    except (KeyError, TypeError, ValueError):
+        raise InvalidRequest("cursor", "is not a run cursor") from None
+
+
+def _uuid(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except ValueError:
+        return None
