@@ -274,7 +274,8 @@ API_MD_ROUTES = {
     ("post", "/tasks"), ("get", "/tasks"), ("get", "/tasks/{id}"), ("patch", "/tasks/{id}"),
     ("delete", "/tasks/{id}"), ("post", "/tasks/{id}/pause"), ("post", "/tasks/{id}/resume"),
     ("post", "/tasks/{id}/dry-run"), ("post", "/tasks/{id}/runs"), ("get", "/tasks/{id}/runs"),
-    ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"), ("get", "/tasks/{id}/upcoming"),
+    ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"),
+    ("get", "/tasks/{id}/upcoming"),
     ("post", "/triggers/preview"), ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
 }  # fmt: skip
 OPEN_ROUTES = {"/healthz", "/readyz", "/metrics"}
