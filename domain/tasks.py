@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from datetime import datetime
 from typing import Annotated, Literal
@@ -128,14 +127,6 @@ class HttpTarget(_Model):
             if "\r" in header or "\n" in header:
                 raise ValueError(f"the value of {name!r} contains a line break")
         return value
-
-    def host_literal(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-        """The URL's host when it is a literal IP address (checked by the outbound guard)."""
-        host = urlsplit(self.url).hostname or ""
-        try:
-            return ipaddress.ip_address(host)
-        except ValueError:
-            return None
 
 
 class TaskSpec(_Model):

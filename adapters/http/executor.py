@@ -99,7 +99,7 @@ class HttpExecutor:
     def check(self, target: HttpTarget) -> None:
         if target.template:
             self._templates.check(target)
-        self._check_host("target.url", target.url)
+        self._check_host("target.url", target.url, templated=target.template)
         if isinstance(target.auth, OAuth2ClientCredentials):
             self._check_host("target.auth.token_url", target.auth.token_url)
 
@@ -329,13 +329,25 @@ class HttpExecutor:
     def _env(self) -> Mapping[str, str]:
         return os.environ if self._environ is None else self._environ
 
-    def _check_host(self, field: str, url: str) -> None:
-        host = urlsplit(url).hostname
-        if host:
-            try:
+    def _check_host(self, field: str, url: str, *, templated: bool = False) -> None:
+        """Judge the host as the call will see it: the HTTP client's parsing of the URL
+        (the transport hands the guard exactly that host), and the standard library's
+        too, so that no reading of the URL names a denied address."""
+        try:
+            host = urlsplit(url).hostname
+            if host:
                 self._guard.check_static(host)
-            except OutboundDenied as exc:
-                raise InvalidRequest(field, str(exc)) from None
+            if templated and "{" in url:
+                return  # the host is known only once rendered; the transport judges it
+            try:
+                parsed = _parse_url(url)
+            except httpx.InvalidURL as exc:
+                message = f"is not a URL the HTTP client accepts: {exc}"
+                raise InvalidRequest(field, message) from None
+            if parsed.raw_host:
+                self._guard.check_static(parsed.raw_host.decode("ascii"))
+        except OutboundDenied as exc:
+            raise InvalidRequest(field, str(exc)) from None
 
     # -- logging ------------------------------------------------------------------
 

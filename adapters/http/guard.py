@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -32,6 +33,7 @@ DEFAULT_DENY: tuple[Network, ...] = (
     ipaddress.ip_network("fd00:ec2::254/128"),
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
 # A resolution cache holding more names than this drops its stale entries.
 _MAX_CACHED_NAMES = 1024
 
@@ -86,20 +88,66 @@ def normalize_host(host: str) -> str:
 
 
 def parse_literal(host: str) -> Address | None:
+    """The address `host` spells, in any spelling a URL parser reads as one: an IP
+    literal, or a numeric IPv4 form (`0251.0376.0251.0376`, `2852039166`, `0xa9fea9fe`,
+    `169.254.43518`). Raises ValueError for a host that ends in a number but spells no
+    address (`1.2.3.4.5`): URL parsers refuse it, resolvers may not."""
+    name = normalize_host(host)
     try:
-        return ipaddress.ip_address(normalize_host(host))
+        return ipaddress.ip_address(name)
     except ValueError:
+        pass
+    # WHATWG URL parsing decodes a host's percent escapes before reading it.
+    return _ipv4_reading(unquote(name))
+
+
+def _ipv4_reading(name: str) -> ipaddress.IPv4Address | None:
+    """The IPv4 address the WHATWG URL Standard's IPv4 parser reads `name` as (the
+    reading of browsers, curl and C's inet_aton): one to four dot-separated numbers,
+    each decimal, octal after a leading 0 or hexadecimal after 0x, the last filling the
+    remaining bytes. None when `name` does not end in a number (a host name)."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if not (parts[-1].isascii() and parts[-1].isdigit()) and _number(parts[-1]) is None:
         return None
+    numbers = [_number(part) for part in parts]
+    if len(parts) > 4 or any(number is None for number in numbers):
+        raise ValueError(f"{name!r} ends in a number but is not an IPv4 address")
+    *leading, last = [number for number in numbers if number is not None]
+    if any(number > 255 for number in leading) or last >= 256 ** (5 - len(parts)):
+        raise ValueError(f"{name!r} ends in a number but is not an IPv4 address")
+    value = last
+    for index, number in enumerate(leading):
+        value += number << (8 * (3 - index))
+    return ipaddress.IPv4Address(value)
+
+
+def _number(part: str) -> int | None:
+    digits, base = part, 10
+    if part[:2] in ("0x", "0X"):
+        digits, base = part[2:], 16
+    elif len(part) > 1 and part.startswith("0"):
+        digits, base = part[1:], 8
+    if digits == "":
+        return 0 if base == 16 else None
+    allowed = "0123456789abcdefABCDEF"[: base if base < 16 else 22]
+    if not all(char in allowed for char in digits):
+        return None
+    return int(digits, base)
 
 
 def _forms(address: Address) -> list[Address]:
-    """The address and the IPv4 address it embeds (IPv4-mapped, NAT64), if any."""
+    """The address and the IPv4 address it embeds (IPv4-mapped, NAT64, IPv4-compatible,
+    6to4), if any: each may reach that IPv4 host."""
     forms: list[Address] = [address]
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             forms.append(address.ipv4_mapped)
-        elif address in _NAT64:
+        elif address in _NAT64 or (address in _COMPATIBLE and int(address) > 1):
             forms.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+        elif address.sixtofour is not None:
+            forms.append(address.sixtofour)
     return forms
 
 
@@ -143,16 +191,25 @@ class OutboundGuard:
 
     def check_static(self, host: str) -> None:
         """What can be decided without DNS: a literal address, or a denied host name."""
-        literal = parse_literal(host)
+        literal = self._literal(host)
         if literal is not None:
             self.check_address(host, literal)
         elif normalize_host(host) in self._deny.names:
             raise OutboundDenied(normalize_host(host), "on the deny list")
 
+    def _literal(self, host: str) -> Address | None:
+        try:
+            return parse_literal(host)
+        except ValueError:
+            # Never handed to a resolver, which might read it some other way.
+            raise OutboundDenied(
+                normalize_host(host), "ends in a number but is not an IPv4 address"
+            ) from None
+
     async def resolve(self, host: str, port: int) -> list[Address]:
         """Every address `host` resolves to, each checked; raises OutboundDenied when any
         of them is denied, ResolutionFailed when the name does not resolve."""
-        literal = parse_literal(host)
+        literal = self._literal(host)
         if literal is not None:
             self.check_address(host, literal)
             return [literal]
