@@ -1,11 +1,19 @@
-"""A connection pool configured the way PostgresTaskStore works best."""
+"""A connection pool configured the way PostgresTaskStore works best, and the way the
+store takes connections from it: never one that died while idle."""
 
 from __future__ import annotations
 
+import logging
+import select
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
-from psycopg import AsyncConnection
+import psycopg
+from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
+
+log = logging.getLogger(__name__)
 
 
 def create_pool(
@@ -26,12 +34,11 @@ def create_pool(
     datetime operation than a `ZoneInfo`). `timeout` bounds the wait for a connection:
     past it, calls raise StoreUnavailable.
 
-    `check` makes the pool test each connection before handing it out. It costs a round
-    trip per call, and psycopg_pool spaces repeated failed checks by a doubling delay
-    from one second, so after a server restart the first caller may wait seconds. Without
-    it (the default), a connection that died while idle fails once: the store retries a
-    read on another connection by itself, and a write raises StoreUnavailable, which the
-    caller may retry.
+    `check` makes the pool itself test each connection with a round trip before handing
+    it out. The store does not need it: `live_connection` already skips connections
+    that died while idle, without a round trip. psycopg_pool also waits a doubling
+    delay from one second after each failed check, so after a server restart, with
+    every pooled connection dead, its check would hold the first caller for seconds.
     """
     return AsyncConnectionPool(
         url,
@@ -48,3 +55,47 @@ def create_pool(
 
 async def _configure(conn: AsyncConnection[Any]) -> None:
     await conn.execute("SET TIME ZONE 'UTC'")
+
+
+@asynccontextmanager
+async def live_connection(
+    pool: AsyncConnectionPool[AsyncConnection[Any]],
+) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection from `pool` that had not died while idle, returned to it after use.
+
+    A backend that was terminated or a server that restarted or shut down sends an
+    error and closes the socket: an idle connection with something to read is dead (or
+    holds a rare notice). Such connections are closed and the next
+    one taken, at most once per connection the pool holds, without waiting; the pool
+    opens replacements in the background. A connection that dies after this check, or
+    silently (a cut network), still fails its statement: the store retries reads, never
+    writes.
+    """
+    for _ in range(pool.max_size):
+        conn = await pool.getconn()
+        if _alive(conn):
+            break
+        log.info("a pooled connection died while idle; taking another")
+        await conn.close()
+        await pool.putconn(conn)  # a closed connection is discarded and replaced
+    else:
+        conn = await pool.getconn()
+    try:
+        yield conn
+    finally:
+        await pool.putconn(conn)
+
+
+def _alive(conn: AsyncConnection[Any]) -> bool:
+    """False when the connection is closed, or has something to read while idle: an
+    idle autocommit connection with no LISTEN is sent nothing but its own end (a rare
+    notice also counts, which costs one reconnect)."""
+    pgconn = conn.pgconn
+    if conn.closed or pgconn.status != pq.ConnStatus.OK:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(pgconn.socket, select.POLLIN)
+        return not poller.poll(0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return False

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import OutcomeBatch, counted_failures
+from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
@@ -68,7 +69,7 @@ class PostgresTaskStore:
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        async with translated_errors(), self._pool.connection() as conn:
+        async with translated_errors(), live_connection(self._pool) as conn:
             yield conn
 
     @asynccontextmanager
@@ -103,14 +104,16 @@ class PostgresTaskStore:
         return await self._read(self._q[query], params)
 
     async def _read(self, query: bytes, params: dict[str, Any]) -> list[Row]:
-        """Run one read. A read on a pooled connection that turns out dead (the server
-        restarted, the backend was terminated while idle) is retried on another, at most
-        once per connection the pool can hold: reading twice is harmless."""
+        """Run one read. A connection that died while idle is skipped before use
+        (`live_connection`); one found dead only when the read was sent (it died just
+        then, or its network was cut) is retried on another, at most once per connection
+        the pool can hold: reading twice is harmless. Writes are never retried: one may
+        have reached the server."""
         attempts = self._pool.max_size + 1
         for attempt in range(1, attempts + 1):
             conn: AsyncConnection[Any] | None = None
             try:
-                async with self._pool.connection() as conn:
+                async with live_connection(self._pool) as conn:
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(query, params)
                     return await cur.fetchall()

@@ -64,3 +64,26 @@ def round_trips(trace: str) -> int:
             waits += 1
         previous = parts[1]
     return waits
+
+
+async def kill_idle_connections(url: str, schema: str) -> int:
+    """Terminate the idle client backends of the test's own database (never another's:
+    the server is shared) and wait until they have exited; how many there were."""
+    rows = await query(
+        url,
+        "SELECT pid FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND state = 'idle' AND backend_type = 'client backend'",
+        schema,
+    )
+    pids = [pid for (pid,) in rows]
+    await query(url, "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", schema, pids)
+
+    async def exited() -> bool:
+        left = await query(
+            url, "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", schema, pids
+        )
+        return left == [(0,)]
+
+    await eventually(exited)
+    return len(pids)
