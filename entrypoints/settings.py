@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     run_retention_days: float = Field(default=30, gt=0)
     api_tokens: str = Field(default="", repr=False)
     allow_anonymous: bool = False
+    auth_failure_limit: int = Field(
+        default=10, ge=0, le=1_000_000, description="401s per client address per window (0: off)"
+    )
+    auth_failure_window: float = Field(
+        default=60.0, gt=0, le=86_400, description="seconds the 401s of an address are counted"
+    )
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8005, ge=0, le=65535)
     engine: Literal["native", "apscheduler"] = "native"

@@ -10,7 +10,7 @@ from litestar.di import Provide
 
 from application.scheduling import SchedulingService
 from entrypoints.container import Container, build_container
-from entrypoints.http.auth import bearer_guard
+from entrypoints.http.auth import FailureLimiter, bearer_guard
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.preview import TriggerController
@@ -51,10 +51,11 @@ def create_app(
     def lifespan(_: Litestar) -> AbstractAsyncContextManager[None]:
         return running(container, engine=run_engine)
 
+    limiter = FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window)
     api = Router(
         path="/",
         route_handlers=[TaskController, RunController, TriggerController],
-        guards=[bearer_guard(settings.tokens)],
+        guards=[bearer_guard(settings.tokens, limiter)],
         security=SECURITY,
     )
     return Litestar(

@@ -1,13 +1,21 @@
-"""Bearer-token access: who may read and who may change."""
+"""Bearer-token access: who may read and who may change; token guessing slowed down."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
-from collections.abc import Mapping
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from litestar.connection import ASGIConnection
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import (
+    NotAuthorizedException,
+    PermissionDeniedException,
+    TooManyRequestsException,
+)
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from litestar.types import Guard
 
@@ -18,18 +26,72 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # with `opt={MUTATION: False}`, so read-only tokens may call them.
 MUTATION = "mutation"
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="imbi-scheduler"'}
+# A limiter tracking more client addresses than this forgets those with no recent failure.
+_MAX_TRACKED_PEERS = 10_000
 
 
-def bearer_guard(tokens: Mapping[str, Access]) -> Guard:
+class FailureLimiter:
+    """At most `limit` failed authentications per client address within a sliding
+    `window` of seconds (`limit` 0: no limit). Past it, the address is refused until
+    its oldest counted failure leaves the window; other addresses are never affected,
+    and nobody is made to wait: a refusal is an answer at once."""
+
+    def __init__(
+        self, limit: int, window: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._limit = limit
+        self._window = window
+        self._clock = clock
+        # Client address -> the times of its latest failures (at most `limit`).
+        self._failures: dict[str, deque[float]] = {}
+
+    def retry_after(self, peer: str) -> int | None:
+        """Whole seconds until `peer` may try again, or None when it may now."""
+        failures = self._failures.get(peer)
+        if not self._limit or failures is None or len(failures) < self._limit:
+            return None
+        wait = failures[0] + self._window - self._clock()
+        return math.ceil(wait) if wait > 0 else None
+
+    def failed(self, peer: str) -> None:
+        if not self._limit:
+            return
+        failures = self._failures.get(peer)
+        if failures is None:
+            if len(self._failures) >= _MAX_TRACKED_PEERS:
+                self._forget_stale()
+            failures = self._failures[peer] = deque(maxlen=self._limit)
+        failures.append(self._clock())
+
+    def _forget_stale(self) -> None:
+        since = self._clock() - self._window
+        self._failures = {p: f for p, f in self._failures.items() if f[-1] > since}
+        while len(self._failures) >= _MAX_TRACKED_PEERS:  # all recent: drop the oldest
+            del self._failures[next(iter(self._failures))]
+
+
+def bearer_guard(tokens: Mapping[str, Access], limiter: FailureLimiter | None = None) -> Guard:
     """A guard that admits configured tokens (all requests when none are configured):
-    401 without a known token, 403 for a read-only token on a mutation."""
-    known = dict(tokens)
+    401 without a known token, 403 for a read-only token on a mutation, 429 (with
+    `Retry-After`) for a client address past `limiter`'s count of 401s, whose token is
+    then not even looked at, so guessing on gains nothing."""
+    # Tokens are compared by digest: equal lengths, so the time taken reveals no length.
+    known = {_digest(token): access for token, access in tokens.items()}
+    limiter = limiter or FailureLimiter(0, 0)
 
     def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
         if not known:
             return
+        peer = connection.client.host if connection.client else ""
+        wait = limiter.retry_after(peer)
+        if wait is not None:
+            raise TooManyRequestsException(
+                detail="too many requests with an unknown API token from this address",
+                headers={"Retry-After": str(wait)},
+            )
         access = _lookup(known, connection.headers.get("authorization", ""))
         if access is None:
+            limiter.failed(peer)
             raise NotAuthorizedException(
                 detail="send a configured API token as 'Authorization: Bearer <token>'",
                 headers=BEARER_CHALLENGE,
@@ -45,14 +107,18 @@ def is_mutation(handler: BaseRouteHandler) -> bool:
     return bool(handler.opt.get(MUTATION, not methods <= SAFE_METHODS))
 
 
-def _lookup(tokens: Mapping[str, Access], header: str) -> Access | None:
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+def _lookup(tokens: Mapping[bytes, Access], header: str) -> Access | None:
     scheme, _, credentials = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not credentials.strip():
         return None
-    presented = credentials.strip().encode()
+    presented = _digest(credentials.strip())
     found = None
     for token, access in tokens.items():
-        # Compare against every token in constant time, so timing reveals nothing.
-        if hmac.compare_digest(presented, token.encode()):
+        # Compared with every token, each in constant time: timing reveals nothing.
+        if hmac.compare_digest(presented, token):
             found = access
     return found
