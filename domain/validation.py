@@ -41,6 +41,15 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown field"
+        elif error["type"] == "union_tag_not_found":
+            # A trigger without `kind`, an auth without `type`: there is no default kind
+            # (docs/api.md, "Trigger" and "Auth"), so name the missing member itself.
+            parts.append(str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
+            message = "Field required: it says which kind this is"
+        elif error["type"] == "union_tag_invalid":
+            expected = error.get("ctx", {}).get("expected_tags", "")
+            parts.append(str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
+            message = f"must be one of {expected}"
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         errors.append(FieldError(".".join(parts) or "body", message))

@@ -73,6 +73,31 @@ async def test_unknown_timezone_names_the_field(
     assert await task_count(client) == 0
 
 
+async def test_a_trigger_without_kind_or_an_auth_without_type_names_the_missing_member(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    del body["trigger"]["kind"]
+    body["target"]["auth"] = {"token_env": "REPORTS_TOKEN"}
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert sorted(fields(problem)) == ["target.auth.type", "trigger.kind"]
+    assert await task_count(client) == 0
+
+
+async def test_an_unknown_kind_names_the_kinds_there_are(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    body["trigger"]["kind"] = "weekly"
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["trigger.kind"]
+    assert "'cron', 'interval', 'calendar', 'one_shot'" in problem["errors"][0]["message"]
+
+
 async def test_unknown_field_is_named_by_its_own_path(
     client: Client, recording_target: RecordingTarget
 ) -> None:
