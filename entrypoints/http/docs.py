@@ -43,15 +43,16 @@ _MEANING = {
     412: "`If-Match` names a version the task is no longer at.",
     415: "The body is not sent as JSON.",
     422: "The request is not valid; `errors` names each field.",
+    429: "Too many requests without a known token from this address; see `Retry-After`.",
     500: "An internal error; it is logged, and the answer reveals nothing of it.",
     503: "The task store is unavailable; nothing was changed.",
 }
 
 
 def errors(*statuses: int, mutation: bool = True) -> dict[int, ResponseSpec]:
-    """The problem-detail answers of a protected route: `statuses` plus 401, 403 for
-    mutations, 500 and 503."""
-    codes = {*statuses, 401, 500, 503} | ({403} if mutation else set())
+    """The problem-detail answers of a protected route: `statuses` plus 401 and 429 (the
+    token guard's), 403 for mutations, 500 and 503."""
+    codes = {*statuses, 401, 429, 500, 503} | ({403} if mutation else set())
     return {
         code: ResponseSpec(
             data_container=Problem,

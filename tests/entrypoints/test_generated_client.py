@@ -263,6 +263,8 @@ async def test_every_operation_has_a_chosen_id_a_description_and_says_its_securi
         assert operation["summary"] and operation["description"], (method, path)
         expected = [] if path in ("/healthz", "/readyz", "/metrics") else [{"bearer": []}]
         assert operation["security"] == expected, (method, path)
+        if expected:  # what the token guard answers, so a client can type it
+            assert {"401", "429"} <= set(operation["responses"]), (method, path)
 
 
 async def test_no_two_schemas_share_a_title(document: dict[str, Any]) -> None:
