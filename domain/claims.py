@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 from uuid import UUID, uuid4
 
 from domain.runs import Run, RunStatus
@@ -215,3 +216,27 @@ def new_run(
         error=NOT_CALLED.get(status),
         replica=replica,
     )
+
+
+def claimed_task_fields(
+    task: Task, decision: ClaimDecision | None, run: Run | None
+) -> dict[str, Any]:
+    """The schedule fields a claim writes on `task`: advanced past the occurrences
+    `decision` folded, with `last_run_at` at the claim when `run` is called.
+
+    Without a decision (the task looked due by `next_run_at`, yet its `next_fire_at`
+    is not), `next_run_at` is mended to agree with `next_fire_at`, so that the row does
+    not stand at the head of every claim.
+    """
+    if decision is None:
+        return {
+            "next_fire_at": task.next_fire_at,
+            "next_run_at": run_instant(task, task.next_fire_at),
+            "last_run_at": task.last_run_at,
+        }
+    called = run is not None and run.status is RunStatus.RUNNING
+    return {
+        "next_fire_at": decision.next_fire_at,
+        "next_run_at": decision.next_run_at,
+        "last_run_at": run.claimed_at if run is not None and called else task.last_run_at,
+    }

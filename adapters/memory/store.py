@@ -16,7 +16,7 @@ from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
 from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
-from domain.claims import claim, new_run, resolve_status, truncate
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -24,6 +24,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task, TaskSpec
 
@@ -142,6 +143,9 @@ class InMemoryTaskStore:
                     break
                 decision = claim(task, now)
                 if decision is None:
+                    self._tasks[task.id] = task.model_copy(
+                        update=claimed_task_fields(task, None, None)
+                    )
                     continue
                 status = resolve_status(
                     decision.status, self._active_leases(task.id, now), task.max_running_instances
@@ -149,12 +153,7 @@ class InMemoryTaskStore:
                 run = self._record_run(
                     task, now, replica, status, decision.scheduled_for, decision.coalesced
                 )
-                update: dict[str, object] = {
-                    "next_fire_at": decision.next_fire_at,
-                    "next_run_at": decision.next_run_at,
-                }
-                if status is RunStatus.RUNNING:
-                    update["last_run_at"] = truncate(now)
+                update = claimed_task_fields(task, decision, run)
                 self._tasks[task.id] = task.model_copy(update=update)
                 claimed.append(ClaimedRun(task=_copy(task), run=run))
         return claimed
@@ -175,10 +174,10 @@ class InMemoryTaskStore:
         return runs[0]
 
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
-        if any(outcome.status is RunStatus.RUNNING for _, outcome in outcomes):
-            raise ValueError("a run cannot finish as running")
+        for _, outcome in outcomes:
+            check_outcome(outcome)
         recorded: list[Run] = []
-        paused = False
+        ended: list[Run] = []
         async with self._lock:
             for run_id, outcome in outcomes:
                 run = self._runs.get(run_id)
@@ -186,11 +185,18 @@ class InMemoryTaskStore:
                     continue
                 if run.status is RunStatus.RUNNING:
                     run = self._finish(run, outcome)
-                    task = self._tasks.get(run.task_id)
-                    if task is not None and not run.manual:
-                        paused = self._count_outcome(task, outcome) or paused
+                    ended.append(run)
                 recorded.append(run)
-        if paused:
+            before = {
+                run.task_id: TaskCount.of(task)
+                for run in ended
+                if (task := self._tasks.get(run.task_id)) is not None
+            }
+            counted = count_outcomes(before, ended)
+            for task_id, count in counted.items():
+                task = self._tasks[task_id]
+                self._tasks[task_id] = task.model_copy(update=count.task_fields())
+        if any(count.paused for count in counted.values()):
             self.notifier.notify()
         return recorded
 
@@ -323,42 +329,10 @@ class InMemoryTaskStore:
         return run
 
     def _finish(self, run: Run, outcome: RunOutcome) -> Run:
-        finished = run.model_copy(
-            update={
-                "status": outcome.status,
-                "attempts": outcome.attempts,
-                "http_status": outcome.http_status,
-                "response_excerpt": outcome.response_excerpt,
-                "error": outcome.error,
-                "started_at": outcome.started_at or run.started_at,
-                "finished_at": outcome.finished_at,
-            }
-        )
-        self._runs[run.id] = finished
+        ended = finished(run, outcome)
+        self._runs[run.id] = ended
         self._leases.pop(run.id, None)
-        return finished
-
-    def _count_outcome(self, task: Task, outcome: RunOutcome) -> bool:
-        """Count a scheduled run's outcome on its task; True when it paused the task."""
-        if outcome.status is RunStatus.SUCCEEDED:
-            failures = 0
-        elif outcome.status is RunStatus.FAILED:
-            failures = task.consecutive_failures + 1
-        else:
-            return False
-        update: dict[str, object] = {"consecutive_failures": failures}
-        limit = task.pause_after_failures
-        paused = task.enabled and limit is not None and failures >= limit
-        if paused:
-            update |= {
-                "enabled": False,
-                "next_fire_at": None,
-                "next_run_at": None,
-                "version": task.version + 1,
-                "updated_at": outcome.finished_at,
-            }
-        self._tasks[task.id] = task.model_copy(update=update)
-        return paused
+        return ended
 
 
 def _copy(task: Task) -> Task:

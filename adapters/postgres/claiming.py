@@ -1,23 +1,39 @@
 """Turning locked task rows into runs and leases, a batch at a time.
 
-The decisions are the domain's (`claim`, `resolve_status`, `lease_duration`); this
-module only gathers them into the arrays that `record_claims` unnests, so that a batch
-of any size is written by one statement.
+The decisions are the domain's (`claim`, `resolve_status`, `new_run`,
+`claimed_task_fields`); this module only gathers what they decided into the arrays that
+`record_claims` unnests, so that a batch of any size is written by one statement.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from domain.claims import NOT_CALLED
-from domain.runs import Run, RunStatus
+from domain.runs import Run
+
+# The run fields `record_claims` and `record_manual_run` write, all of a new run's.
+_RUN_FIELDS = (
+    "id",
+    "task_id",
+    "scheduled_for",
+    "coalesced",
+    "claimed_at",
+    "started_at",
+    "finished_at",
+    "lease_expires_at",
+    "error",
+    "manual",
+    "attempts",
+    "replica",
+)
+# Where a run field's array is named apart from the task's of the same name.
+_BATCH_NAMES = {"id": "run_ids", "task_id": "run_task_ids"}
+_TASK_FIELDS = ("next_fire_at", "next_run_at", "last_run_at")
 
 
-# The texts the in-memory store records on runs that were not called.
 def lease_lock_key(schema: str, task_id: UUID) -> int:
     """The pg_advisory_xact_lock key under which a task's leases are counted and taken:
     the same on every replica, distinct per schema, a signed 64-bit integer."""
@@ -27,75 +43,35 @@ def lease_lock_key(schema: str, task_id: UUID) -> int:
 
 @dataclass(slots=True)
 class ClaimBatch:
-    """The columns of one `record_claims` statement: a row per task, with its run."""
+    """The columns of one `record_claims` statement: a row per task, a row per run."""
 
-    claimed_at: datetime
     task_ids: list[UUID] = field(default_factory=list)
-    next_fire_at: list[datetime | None] = field(default_factory=list)
-    next_run_at: list[datetime | None] = field(default_factory=list)
-    run_ids: list[UUID | None] = field(default_factory=list)
-    scheduled_for: list[datetime | None] = field(default_factory=list)
-    coalesced: list[int | None] = field(default_factory=list)
-    status: list[str | None] = field(default_factory=list)
-    lease_expires_at: list[datetime | None] = field(default_factory=list)
+    task_fields: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
 
-    def add(
-        self,
-        task_id: UUID,
-        next_fire_at: datetime | None,
-        next_run_at: datetime | None,
-        run: Run | None = None,
-    ) -> None:
-        """Advance a task to `next_fire_at`/`next_run_at`, recording `run` (made by
-        `new_run` at this batch's `claimed_at`) when there is one."""
+    def add(self, task_id: UUID, fields: dict[str, Any], run: Run | None = None) -> None:
+        """Write `fields` (`claimed_task_fields`) on the task and record `run` (made by
+        `new_run`) when there is one."""
         self.task_ids.append(task_id)
-        self.next_fire_at.append(next_fire_at)
-        self.next_run_at.append(next_run_at)
-        if run is None:
-            self.run_ids.append(None)
-            self.scheduled_for.append(None)
-            self.coalesced.append(None)
-            self.status.append(None)
-            self.lease_expires_at.append(None)
-        else:
-            self.run_ids.append(run.id)
-            self.scheduled_for.append(run.scheduled_for)
-            self.coalesced.append(run.coalesced)
-            self.status.append(run.status.value)
-            self.lease_expires_at.append(run.lease_expires_at)
+        self.task_fields.append(fields)
+        if run is not None:
+            self.runs.append(run)
 
     def __bool__(self) -> bool:
         return bool(self.task_ids)
 
-    def params(self, replica: str) -> dict[str, Any]:
-        return {
-            "task_ids": self.task_ids,
-            "next_fire_at": self.next_fire_at,
-            "next_run_at": self.next_run_at,
-            "run_ids": self.run_ids,
-            "scheduled_for": self.scheduled_for,
-            "coalesced": self.coalesced,
-            "status": self.status,
-            "lease_expires_at": self.lease_expires_at,
-            "claimed_at": self.claimed_at,
-            "missed_error": NOT_CALLED[RunStatus.MISSED],
-            "skipped_error": NOT_CALLED[RunStatus.SKIPPED],
-            "replica": replica,
-        }
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"task_ids": self.task_ids}
+        for name in _TASK_FIELDS:
+            params[name] = [fields[name] for fields in self.task_fields]
+        for name in _RUN_FIELDS:
+            params[_BATCH_NAMES.get(name, name)] = [getattr(run, name) for run in self.runs]
+        params["status"] = [run.status.value for run in self.runs]
+        return params
 
 
 def manual_run_params(run: Run) -> dict[str, Any]:
     """The parameters of `record_manual_run`."""
-    return {
-        "id": run.id,
-        "task_id": run.task_id,
-        "scheduled_for": run.scheduled_for,
-        "coalesced": run.coalesced,
-        "claimed_at": run.claimed_at,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-        "lease_expires_at": run.lease_expires_at,
-        "status": run.status.value,
-        "error": run.error,
-        "replica": run.replica,
-    }
+    params = {name: getattr(run, name) for name in _RUN_FIELDS}
+    params["status"] = run.status.value
+    return params

@@ -1,23 +1,25 @@
-"""Recording a batch of outcomes: the arrays `finish_runs` unnests, and the failure
-counts the batch leaves on its tasks.
+"""Recording a batch of outcomes: the arrays `finish_runs` unnests, and the counts the
+batch leaves on its tasks.
 
-`finish_run`'s rule, applied outcome by outcome in the order of the batch: a success
-resets the task's `consecutive_failures`, a failure adds one and, on an enabled task,
-reaching `pause_after_failures` pauses it; a CANCELLED outcome, a manual run and a run
-that was no longer running count nothing. The counting is done here, on the task rows
-`lock_counted_tasks` locked, so that the order of the outcomes decides, as it does when
-they are recorded one by one.
+The rule is the domain's (`domain.outcomes`): `finished_fields` sets a finished run's
+fields, `count_outcomes` counts the batch on its tasks in the order of the batch. This
+module only turns the rows `lock_counted_tasks` locked into the domain's counts and the
+counts it decided into the arrays `count_outcomes` writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, fields
 from typing import Any
 from uuid import UUID
 
-from domain.runs import Run, RunOutcome, RunStatus
+from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished_fields
+from domain.runs import Run, RunOutcome
+
+# The fields of a finished run, in the order `finish_runs` unnests them. A started_at
+# of None leaves the run's own (finished_fields leaves it out).
+_FINISHED = ("status", "attempts", "http_status", "response_excerpt", "error", "finished_at")
 
 
 @dataclass(slots=True)
@@ -32,8 +34,7 @@ class OutcomeBatch:
         """Raises ValueError when an outcome is RUNNING."""
         first: dict[UUID, RunOutcome] = {}
         for run_id, outcome in outcomes:
-            if outcome.status is RunStatus.RUNNING:
-                raise ValueError("a run cannot finish as running")
+            check_outcome(outcome)
             first.setdefault(run_id, outcome)
         return cls(first)
 
@@ -46,61 +47,36 @@ class OutcomeBatch:
 
     def params(self) -> dict[str, Any]:
         """The parameters of `finish_runs` (and, a subset, of `lock_counted_tasks`)."""
-        outcomes = self.outcomes.values()
-        return {
-            "run_ids": self.run_ids,
-            "status": [o.status.value for o in outcomes],
-            "attempts": [o.attempts for o in outcomes],
-            "http_status": [o.http_status for o in outcomes],
-            "response_excerpt": [o.response_excerpt for o in outcomes],
-            "error": [o.error for o in outcomes],
-            "started_at": [o.started_at for o in outcomes],
-            "finished_at": [o.finished_at for o in outcomes],
-        }
+        ended = [finished_fields(outcome) for outcome in self.outcomes.values()]
+        params: dict[str, Any] = {"run_ids": self.run_ids}
+        for name in _FINISHED:
+            params[name] = [f[name] for f in ended]
+        params["status"] = [status.value for status in params["status"]]
+        params["started_at"] = [f.get("started_at") for f in ended]
+        return params
 
 
-@dataclass(slots=True)
-class _Count:
-    enabled: bool
-    failures: int
-    limit: int | None
-    paused_at: datetime | None = None
+# The columns `lock_counted_tasks` returns after the id: what a TaskCount is read from.
+COUNT_COLUMNS = tuple(f.name for f in fields(TaskCount) if f.name != "paused")
 
 
-def counted_failures(
-    locked: Iterable[tuple[UUID, bool, int, int | None]], finished: Iterable[Run]
+def counted_tasks(
+    locked: Iterable[dict[str, Any]], finished: Iterable[Run]
 ) -> dict[str, Any] | None:
     """The parameters of `count_outcomes` for the tasks whose count changed, or None.
 
     Args:
-        locked: (id, enabled, consecutive_failures, pause_after_failures) of each task
-            `lock_counted_tasks` locked; a task left out needs no write.
+        locked: the rows `lock_counted_tasks` locked (an id and COUNT_COLUMNS); a task
+            left out needs no write.
         finished: the runs this batch finished, in the order of the batch.
     """
-    counts = {
-        task_id: _Count(enabled, failures, limit) for task_id, enabled, failures, limit in locked
-    }
-    before = {task_id: count.failures for task_id, count in counts.items()}
-    for run in finished:
-        count = counts.get(run.task_id)
-        if count is None or run.manual:
-            continue
-        if run.status is RunStatus.SUCCEEDED:
-            count.failures = 0
-        elif run.status is RunStatus.FAILED:
-            count.failures += 1
-            if count.enabled and count.limit is not None and count.failures >= count.limit:
-                count.enabled = False
-                count.paused_at = run.finished_at
-    changed = {
-        task_id: count
-        for task_id, count in counts.items()
-        if count.failures != before[task_id] or count.paused_at is not None
-    }
+    before = {row["id"]: TaskCount(**{name: row[name] for name in COUNT_COLUMNS}) for row in locked}
+    changed = count_outcomes(before, finished)
     if not changed:
         return None
-    return {
-        "task_ids": list(changed),
-        "failures": [count.failures for count in changed.values()],
-        "paused_at": [count.paused_at for count in changed.values()],
-    }
+    written = [count.task_fields() for count in changed.values()]
+    params: dict[str, Any] = {"task_ids": list(changed)}
+    for name in written[0]:
+        params[name] = [f[name] for f in written]
+    params["paused"] = [count.paused for count in changed.values()]
+    return params

@@ -141,49 +141,44 @@ LATERAL (
 WHERE c.leases > 0;
 
 -- record_claims --
--- Write a batch of claims at once, one row per task: advance the task, insert its run
--- (already finished when not called) and, for a running run, its lease. A row without a
--- run only mends the task's schedule.
+-- Write a batch of claims at once: each task's schedule fields and each run (already
+-- finished when not called) with, for a running run, its lease. Every value is the
+-- domain's (domain.claims: claimed_task_fields, new_run); this statement only writes them.
 WITH claim AS (
     SELECT * FROM unnest(
         %(task_ids)b::uuid[], %(next_fire_at)b::timestamptz[],
-        %(next_run_at)b::timestamptz[], %(run_ids)b::uuid[], %(scheduled_for)b::timestamptz[],
-        %(coalesced)b::integer[], %(status)b::text[], %(lease_expires_at)b::timestamptz[]
-    ) AS c (task_id, next_fire_at, next_run_at, run_id, scheduled_for, coalesced, status,
-            lease_expires_at)
+        %(next_run_at)b::timestamptz[], %(last_run_at)b::timestamptz[]
+    ) AS c (task_id, next_fire_at, next_run_at, last_run_at)
 ), advanced AS (
     UPDATE {schema}.tasks AS t SET
         next_fire_at = c.next_fire_at,
         next_run_at = c.next_run_at,
-        last_run_at = CASE WHEN c.status = 'running'
-            THEN %(claimed_at)s::timestamptz ELSE t.last_run_at END
+        last_run_at = c.last_run_at
     FROM claim AS c
     -- `= ANY` lets the primary key drive the join, whatever the size of the table.
     WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
 ), recorded AS (
-    -- The same fields as adapters.postgres.claiming.new_run gives the returned Run.
     INSERT INTO {schema}.runs (
         id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
         lease_expires_at, status, error, manual, attempts, replica
     )
-    SELECT c.run_id, c.task_id, c.scheduled_for, c.coalesced, %(claimed_at)s::timestamptz,
-        CASE WHEN c.status = 'running' THEN %(claimed_at)s::timestamptz END,
-        CASE WHEN c.status <> 'running' THEN %(claimed_at)s::timestamptz END,
-        c.lease_expires_at, c.status,
-        CASE c.status WHEN 'missed' THEN %(missed_error)s::text
-            WHEN 'skipped' THEN %(skipped_error)s::text END,
-        false, 0, %(replica)s::text
-    FROM claim AS c
-    WHERE c.run_id IS NOT NULL
-    RETURNING id, task_id, lease_expires_at
+    SELECT * FROM unnest(
+        %(run_ids)b::uuid[], %(run_task_ids)b::uuid[], %(scheduled_for)b::timestamptz[],
+        %(coalesced)b::integer[], %(claimed_at)b::timestamptz[], %(started_at)b::timestamptz[],
+        %(finished_at)b::timestamptz[], %(lease_expires_at)b::timestamptz[],
+        %(status)b::text[], %(error)b::text[], %(manual)b::boolean[], %(attempts)b::integer[],
+        %(replica)b::text[]
+    )
+    RETURNING id, task_id, lease_expires_at, replica
 )
 INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
-SELECT id, task_id, lease_expires_at, %(replica)s::text
+SELECT id, task_id, lease_expires_at, replica
 FROM recorded
 WHERE lease_expires_at IS NOT NULL;
 
 -- record_manual_run --
--- Insert a manual run and, when it runs, its lease; the task is left as it is.
+-- Insert a manual run (as domain.claims.new_run made it) and, when it runs, its lease;
+-- the task is left as it is.
 WITH recorded AS (
     INSERT INTO {schema}.runs (
         id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
@@ -191,29 +186,30 @@ WITH recorded AS (
     ) VALUES (
         %(id)s, %(task_id)s, %(scheduled_for)s, %(coalesced)s, %(claimed_at)s,
         %(started_at)s, %(finished_at)s, %(lease_expires_at)s, %(status)s, %(error)s,
-        true, 0, %(replica)s
+        %(manual)s, %(attempts)s, %(replica)s
     )
-    RETURNING id, task_id, lease_expires_at
+    RETURNING id, task_id, lease_expires_at, replica
 )
 INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
-SELECT id, task_id, lease_expires_at, %(replica)s::text
+SELECT id, task_id, lease_expires_at, replica
 FROM recorded
 WHERE lease_expires_at IS NOT NULL;
 
 
 -- lock_counted_tasks --
--- The tasks whose failure count a batch of outcomes may change, locked in id order (two
--- batches never wait on each other in a cycle) and read at their latest version. Left out
--- are the tasks with nothing to write: every outcome of theirs in the batch is a success
--- and they count no failure. Only scheduled runs still running count; a CANCELLED
--- outcome counts nothing.
-SELECT t.id, t.enabled, t.consecutive_failures, t.pause_after_failures
+-- The tasks whose count a batch of outcomes may change, locked in id order (two batches
+-- never wait on each other in a cycle) and read at their latest version, with the fields
+-- domain.outcomes.count_outcomes reads. What counts is the domain's; this only narrows
+-- the lock to the tasks of runs still running that the batch ends as succeeded or failed,
+-- leaving out a task that only succeeds on a count of zero (nothing to write).
+SELECT t.id, t.enabled, t.consecutive_failures, t.pause_after_failures, t.next_fire_at,
+    t.next_run_at, t.updated_at, t.version
 FROM {schema}.tasks AS t
 JOIN (
     SELECT r.task_id, bool_or(o.status = 'failed') AS failing
     FROM unnest(%(run_ids)b::uuid[], %(status)b::text[]) AS o (run_id, status)
     JOIN {schema}.runs AS r ON r.id = o.run_id
-    WHERE r.status = 'running' AND NOT r.manual AND o.status IN ('succeeded', 'failed')
+    WHERE r.status = 'running' AND o.status IN ('succeeded', 'failed')
     GROUP BY r.task_id
 ) AS c ON c.task_id = t.id
 WHERE c.failing OR t.consecutive_failures <> 0
@@ -249,26 +245,28 @@ WITH outcome AS (
 SELECT {run_columns} FROM finished;
 
 -- count_outcomes --
--- Write the failure counts a batch left on its tasks (locked by lock_counted_tasks),
--- disable those it paused (at the finished_at of the outcome that paused them), and
--- notify once per task paused.
+-- Write the counts domain.outcomes.count_outcomes decided on the tasks lock_counted_tasks
+-- locked, and notify once per task it paused.
 WITH counted AS (
     SELECT * FROM unnest(
-        %(task_ids)b::uuid[], %(failures)b::integer[], %(paused_at)b::timestamptz[]
-    ) AS c (task_id, failures, paused_at)
+        %(task_ids)b::uuid[], %(enabled)b::boolean[], %(consecutive_failures)b::integer[],
+        %(next_fire_at)b::timestamptz[], %(next_run_at)b::timestamptz[],
+        %(updated_at)b::timestamptz[], %(version)b::integer[], %(paused)b::boolean[]
+    ) AS c (task_id, enabled, consecutive_failures, next_fire_at, next_run_at, updated_at,
+            version, paused)
 ), written AS (
     UPDATE {schema}.tasks AS t SET
-        consecutive_failures = c.failures,
-        enabled = t.enabled AND c.paused_at IS NULL,
-        next_fire_at = CASE WHEN c.paused_at IS NULL THEN t.next_fire_at END,
-        next_run_at = CASE WHEN c.paused_at IS NULL THEN t.next_run_at END,
-        updated_at = coalesce(c.paused_at, t.updated_at),
-        version = t.version + CASE WHEN c.paused_at IS NULL THEN 0 ELSE 1 END
+        enabled = c.enabled,
+        consecutive_failures = c.consecutive_failures,
+        next_fire_at = c.next_fire_at,
+        next_run_at = c.next_run_at,
+        updated_at = c.updated_at,
+        version = c.version
     FROM counted AS c
     WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
-    RETURNING t.id, c.paused_at
+    RETURNING t.id, c.paused
 )
-SELECT pg_notify(%(channel)s::text, id::text) FROM written WHERE paused_at IS NOT NULL;
+SELECT pg_notify(%(channel)s::text, id::text) FROM written WHERE paused;
 
 -- get_run --
 -- One run by id.

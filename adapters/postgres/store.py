@@ -28,13 +28,13 @@ from pydantic import ValidationError
 
 from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
 from adapters.postgres.errors import translated_errors
-from adapters.postgres.finishing import OutcomeBatch, counted_failures
+from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
 from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
-from domain.claims import claim, new_run, resolve_status, run_instant, truncate
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -205,7 +205,7 @@ class PostgresTaskStore:
 
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
         claimed: list[ClaimedRun] = []
-        batch = ClaimBatch(claimed_at=truncate(now))
+        batch = ClaimBatch()
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
@@ -218,19 +218,18 @@ class PostgresTaskStore:
             leases = await self._lease_counts(conn, wanted, now)
             for task, decision in decided:
                 if decision is None:
-                    # next_run_at disagrees with next_fire_at (a hand edit?): mend it
-                    # rather than meet this row at the head of every claim.
-                    batch.add(task.id, task.next_fire_at, run_instant(task, task.next_fire_at))
+                    # next_run_at disagrees with next_fire_at (a hand edit?): mended.
+                    batch.add(task.id, claimed_task_fields(task, None, None))
                     continue
                 active = leases.get(task.id, 0)
                 status = resolve_status(decision.status, active, task.max_running_instances)
                 run = new_run(
                     task, now, replica, status, decision.scheduled_for, decision.coalesced
                 )
-                batch.add(task.id, decision.next_fire_at, decision.next_run_at, run)
+                batch.add(task.id, claimed_task_fields(task, decision, run), run)
                 claimed.append(ClaimedRun(task=task, run=run))
             if batch:
-                await conn.execute(self._q["record_claims"], batch.params(replica))
+                await conn.execute(self._q["record_claims"], batch.params())
         return claimed
 
     async def _lease_counts(
@@ -280,7 +279,7 @@ class PostgresTaskStore:
         params = batch.params()
         async with self._transaction() as conn:
             # Tasks first, then runs and leases: the order a task's deletion takes.
-            locking = conn.cursor()
+            locking = conn.cursor(row_factory=dict_row)
             await locking.execute(
                 self._q["lock_counted_tasks"],
                 {"run_ids": params["run_ids"], "status": params["status"]},
@@ -290,7 +289,7 @@ class PostgresTaskStore:
             locked = await locking.fetchall()
             runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
             if locked:
-                counted = counted_failures(locked, (runs[i] for i in batch.outcomes if i in runs))
+                counted = counted_tasks(locked, (runs[i] for i in batch.outcomes if i in runs))
                 if counted is not None:
                     counted["channel"] = self.tasks_channel
                     await conn.execute(self._q["count_outcomes"], counted)

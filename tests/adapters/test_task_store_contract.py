@@ -21,6 +21,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.outcomes import TaskCount, count_outcomes, finished
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
@@ -553,6 +554,44 @@ async def test_finish_runs_is_finish_run_in_order(
     else:
         assert (task.enabled, task.next_fire_at, task.next_run_at) == (False, None, None)
         assert (task.version, task.updated_at) == (2, outcomes[paused_by].finished_at)
+
+
+async def test_finish_runs_writes_what_the_outcome_rule_decides(store: TaskStore) -> None:
+    """The store writes the domain's decisions (domain.outcomes): each run as `finished`
+    sets it, each task's count as `count_outcomes` counts the batch."""
+    trigger = IntervalTrigger(every=1, anchor=T0)
+    limits = [None, 2, 3]
+    tasks = [
+        await store.create_task(
+            make_task(trigger, max_running_instances=10, pause_after_failures=limit)
+        )
+        for limit in limits
+    ]
+    runs = await claim_each_second(store, 4)
+    pattern = {tasks[0].id: [F, F, C, F], tasks[1].id: [S, F, F, F], tasks[2].id: [F, S, F, F]}
+    batch = [
+        (run.id, outcome_at(pattern[task_id][i], T0 + MINUTE + i * SECOND))
+        for i in range(4)
+        for task_id, task_runs in runs.items()
+        for run in [task_runs[i]]
+    ]
+    before = {task.id: TaskCount.of(await store.get_task(task.id)) for task in tasks}
+    by_id = {run.id: run for task_runs in runs.values() for run in task_runs}
+
+    recorded = await store.finish_runs(batch)
+
+    assert recorded == [finished(by_id[run_id], outcome) for run_id, outcome in batch]
+    expected = before | count_outcomes(before, recorded)
+    after = [TaskCount.of(await store.get_task(task.id)) for task in tasks]
+    assert [count.task_fields() for count in after] == [
+        expected[task.id].task_fields() for task in tasks
+    ]
+    # Three failures, no limit; paused at its second failure; two failures under three.
+    assert [(c.consecutive_failures, c.enabled) for c in after] == [
+        (3, True),
+        (3, False),
+        (2, True),
+    ]
 
 
 async def test_finish_runs_pauses_a_task_mid_batch_and_notifies(
