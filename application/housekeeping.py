@@ -35,7 +35,8 @@ class Housekeeping:
                 self._runs.cancel(run_id, RunStatus.CANCELLED, CANCEL_ERROR)
 
     async def sweep(self, now: datetime) -> None:
-        """Fail lost runs and delete old ones, each when its interval has passed."""
+        """Fail lost runs and delete old runs and task versions, each when its interval
+        has passed."""
         settings = self._settings
         if self.next_lost_sweep is None or now >= self.next_lost_sweep:
             for run in await self._store.expire_lost_runs(now):
@@ -52,6 +53,17 @@ class Housekeeping:
                     break
             if deleted:
                 log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
+            # Task history is kept as long as runs are (what was in force at the cutoff stays).
+            versions = 0
+            for _ in range(settings.retention_max_batches):
+                count = await self._store.delete_history_before(
+                    cutoff, settings.retention_batch_size
+                )
+                versions += count
+                if count < settings.retention_batch_size:
+                    break
+            if versions:
+                log.info("old task versions deleted", extra={"count": versions, "cutoff": cutoff})
             self.next_retention_sweep = now + settings.retention_sweep_interval
 
     def deadline(self, latest: datetime) -> datetime:

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from domain.history import TaskVersion
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
 
@@ -54,11 +55,14 @@ class RunFilter:
 
 
 class TaskStore(Protocol):
-    """Tasks, runs and leases. Every mutation of a task notifies the waker's channel
-    in the same transaction, so engines wake as soon as the write is visible."""
+    """Tasks, runs, leases and task history. Every mutation of a task notifies the
+    waker's channel in the same transaction, so engines wake as soon as the write is
+    visible, and records the version it makes in the task's history in that
+    transaction too (`domain.history`; `actor` is who asked, None for no one known)."""
 
-    async def create_task(self, task: Task) -> Task:
-        """Insert `task` as given (version 1). Raises DuplicateTaskName."""
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
+        """Insert `task` as given (version 1) and its history's version 1
+        (`domain.history.created`). Raises DuplicateTaskName."""
         ...
 
     async def get_task(self, task_id: UUID) -> Task:
@@ -76,9 +80,12 @@ class TaskStore(Protocol):
         after the key `after` when given."""
         ...
 
-    async def update_task(self, task: Task, expected_version: int, *, reschedule: bool) -> Task:
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
         """Write the writable fields of `task` if the stored version is `expected_version`,
-        and bump the version and `updated_at` (to `task.updated_at`).
+        and bump the version and `updated_at` (to `task.updated_at`); record the version
+        (`domain.history.changed` of the stored task, cause api).
 
         With `reschedule`, also write `next_fire_at`, `next_run_at` and
         `consecutive_failures` from `task`; without it the stored values stay (a claim may
@@ -87,8 +94,30 @@ class TaskStore(Protocol):
         """
         ...
 
-    async def delete_task(self, task_id: UUID) -> None:
-        """Delete the task and its leases; its runs stay readable. Raises TaskNotFound."""
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
+        """Delete the task and its leases; its runs and history stay readable, the history
+        ending with the deletion (`domain.history.deleted`, at `at`, else the store's
+        clock). Raises TaskNotFound."""
+        ...
+
+    async def task_history(
+        self, task_id: UUID, before_version: int | None, limit: int
+    ) -> list[TaskVersion]:
+        """Up to `limit` versions of the task (also of a deleted one), newest first, each
+        below `before_version` when given; [] for an id with no history."""
+        ...
+
+    async def task_version_at(self, task_id: UUID, at: datetime) -> TaskVersion | None:
+        """The version in force at `at`: the newest one made at or before it (its `state`
+        is the task then, None when it was deleted), or None when there was none yet."""
+        ...
+
+    async def delete_history_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` versions made before `cutoff` that no longer tell what was
+        in force at the cutoff (a later version was made by then) and deletions made
+        before it; return how many. What was in force at the cutoff is kept."""
         ...
 
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
@@ -108,7 +137,8 @@ class TaskStore(Protocol):
     async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
         """Record how a RUNNING run ended and free its lease. A scheduled (not manual) run
         updates the task: success resets `consecutive_failures`; a failure increments it
-        and, at `pause_after_failures`, disables the task. A run that is no longer
+        and, at `pause_after_failures`, disables the task (a version of the task with cause
+        auto_pause and no actor, in its history). A run that is no longer
         RUNNING (lost, already finished) is returned unchanged. Raises RunNotFound."""
         ...
 

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 
+from application.history import task_history
 from application.pagination import Page, decode_cursor, encode_cursor
 from application.patching import merge_patch
 from application.ports import (
@@ -25,6 +26,7 @@ from application.ports import (
 from application.run_listing import list_all_runs
 from domain.claims import first_fire_at_or_after, initial_fire_at, run_instant, truncate
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
+from domain.history import TaskVersion
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import (
@@ -63,7 +65,7 @@ class SchedulingService:
 
     # -- tasks ------------------------------------------------------------------
 
-    async def create_task(self, spec: TaskSpec) -> Task:
+    async def create_task(self, spec: TaskSpec, *, actor: str | None = None) -> Task:
         """Store a new task, due at its first fire time at or after now.
 
         Raises InvalidRequest (a one-shot already past its grace, a target the executor
@@ -80,7 +82,7 @@ class SchedulingService:
             updated_at=now,
         )
         self._reject_spent_one_shot(task, now)
-        return await self._store.create_task(self._scheduled(task, now))
+        return await self._store.create_task(self._scheduled(task, now), actor=actor)
 
     async def get_task(self, ref: str | UUID) -> Task:
         """The task with this id or, failing that, this name. Raises TaskNotFound."""
@@ -124,7 +126,12 @@ class SchedulingService:
         return Page(tasks, next_cursor)
 
     async def update_task(
-        self, ref: str | UUID, patch: dict[str, Any], if_match: int | None = None
+        self,
+        ref: str | UUID,
+        patch: dict[str, Any],
+        if_match: int | None = None,
+        *,
+        actor: str | None = None,
     ) -> Task:
         """Apply a JSON merge patch (RFC 7396) to the task's writable fields; `trigger`
         and `target.auth` are replaced whole. Raises InvalidRequest, ValidationError,
@@ -143,21 +150,29 @@ class SchedulingService:
             if "target" in patch:
                 self._executor.check(spec.target)
             try:
-                return await self._save(task, spec)
+                return await self._save(task, spec, actor)
             except VersionConflict:
                 if if_match is not None:
                     raise
         raise VersionConflict(task.id, task.version)
 
-    async def pause_task(self, ref: str | UUID) -> Task:
-        return await self._set_enabled(ref, enabled=False)
+    async def pause_task(self, ref: str | UUID, *, actor: str | None = None) -> Task:
+        return await self._set_enabled(ref, enabled=False, actor=actor)
 
-    async def resume_task(self, ref: str | UUID) -> Task:
-        return await self._set_enabled(ref, enabled=True)
+    async def resume_task(self, ref: str | UUID, *, actor: str | None = None) -> Task:
+        return await self._set_enabled(ref, enabled=True, actor=actor)
 
-    async def delete_task(self, ref: str | UUID) -> None:
+    async def delete_task(self, ref: str | UUID, *, actor: str | None = None) -> None:
         task = await self.get_task(ref)
-        await self._store.delete_task(task.id)
+        now = truncate(self._clock.now())
+        await self._store.delete_task(task.id, at=now, actor=actor)
+
+    async def task_history(
+        self, ref: str | UUID, limit: int = 50, cursor: str | None = None
+    ) -> Page[TaskVersion]:
+        """The task's versions, newest first: see `application.history`."""
+        _check_limit(limit)
+        return await task_history(self._store, self.get_task, ref, limit=limit, cursor=cursor)
 
     # -- runs -------------------------------------------------------------------
 
@@ -270,20 +285,30 @@ class SchedulingService:
 
     # -- internals --------------------------------------------------------------
 
-    async def _set_enabled(self, ref: str | UUID, *, enabled: bool) -> Task:
+    async def _set_enabled(
+        self, ref: str | UUID, *, enabled: bool, actor: str | None = None
+    ) -> Task:
         for _ in range(_UPDATE_ATTEMPTS):
             task = await self.get_task(ref)
             if task.enabled is enabled:
                 return task
             spec = task.spec().model_copy(update={"enabled": enabled})
             try:
-                return await self._save(task, spec)
+                return await self._save(task, spec, actor)
             except VersionConflict:
                 continue
         raise VersionConflict(task.id, task.version)
 
-    async def _save(self, current: Task, spec: TaskSpec) -> Task:
+    async def _save(self, current: Task, spec: TaskSpec, actor: str | None = None) -> Task:
         """Write `spec` over `current`, rescheduling when what decides the schedule changed."""
+        task, reschedule = self.planned(current, spec)
+        return await self._store.update_task(
+            task, current.version, reschedule=reschedule, actor=actor
+        )
+
+    def planned(self, current: Task, spec: TaskSpec) -> tuple[Task, bool]:
+        """`current` with `spec` written over it, as `_save` writes it, and whether its
+        schedule is written too. Raises InvalidRequest for a one-shot past its grace."""
         now = truncate(self._clock.now())
         trigger_changed = spec.trigger != current.trigger
         trigger = complete_trigger(spec.trigger, now) if trigger_changed else current.trigger
@@ -295,11 +320,11 @@ class SchedulingService:
             task = self._scheduled(task, now, fired_before=not trigger_changed)
             if resumed:
                 task = task.model_copy(update={"consecutive_failures": 0})
-            return await self._store.update_task(task, current.version, reschedule=True)
+            return task, True
         if spec.jitter_seconds != current.jitter_seconds:
             task = task.model_copy(update={"next_run_at": run_instant(task, task.next_fire_at)})
-            return await self._store.update_task(task, current.version, reschedule=True)
-        return await self._store.update_task(task, current.version, reschedule=False)
+            return task, True
+        return task, False
 
     def _scheduled(self, task: Task, now: datetime, *, fired_before: bool = False) -> Task:
         """`task` with `next_fire_at`/`next_run_at` set as on create or resume."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -13,6 +15,8 @@ from application.engine_settings import default_replica
 
 ENV_PREFIX = "SCHEDULER_"
 READ_ONLY_SUFFIX = ":read"
+# A token's label (`label=token`), the actor that task history records.
+_LABEL = re.compile(r"^[A-Za-z0-9._@-]{1,100}$")
 # Settings whose value must never be echoed back in an error message.
 _SECRET_FIELDS = frozenset({"database_url", "api_tokens"})
 
@@ -108,6 +112,11 @@ class Settings(BaseSettings):
         return parse_tokens(self.api_tokens)
 
     @property
+    def grants(self) -> dict[str, Grant]:
+        """Each configured API token, what it may do and its label."""
+        return parse_grants(self.api_tokens)
+
+    @property
     def store_kind(self) -> Literal["memory", "postgres"]:
         return "postgres" if self.database_url else "memory"
 
@@ -125,8 +134,10 @@ class Settings(BaseSettings):
         raise ConfigurationError(
             f"refusing to listen on {self.host} without API tokens: anyone who can reach it "
             "could create tasks that call any address. Set SCHEDULER_API_TOKENS to a "
-            "comma-separated list of tokens (a token ending in ':read' is read-only, e.g. "
-            "SCHEDULER_API_TOKENS='s3cret-admin,s3cret-viewer:read'), or listen on 127.0.0.1, "
+            "comma-separated list of tokens (a token ending in ':read' is read-only, and "
+            "'label=token' names who uses it, e.g. "
+            "SCHEDULER_API_TOKENS='ops=s3cret-admin,s3cret-viewer:read'), or listen on "
+            "127.0.0.1, "
             "or set SCHEDULER_ALLOW_ANONYMOUS=true to accept unauthenticated requests."
         )
 
@@ -135,18 +146,42 @@ def split_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def parse_tokens(value: str) -> dict[str, Access]:
-    tokens: dict[str, Access] = {}
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What a configured token may do, and the label it acts under (history's actor)."""
+
+    access: Access
+    label: str | None = None
+
+
+def parse_grants(value: str) -> dict[str, Grant]:
+    """Each token of `SCHEDULER_API_TOKENS`: `[label=]token[:read]`, comma-separated.
+
+    The label is the part before the first `=` when it is a plain name and the token
+    after it does not start with `=` (so a base64 token ending in `==` stays whole).
+    """
+    grants: dict[str, Grant] = {}
     for item in split_list(value):
         access = Access.WRITE
         if item.endswith(READ_ONLY_SUFFIX):
             item, access = item.removesuffix(READ_ONLY_SUFFIX), Access.READ
+        label = None
+        name, sep, rest = item.partition("=")
+        if sep and rest and not rest.startswith("=") and _LABEL.match(name):
+            label, item = name, rest
         if not item or any(ch.isspace() for ch in item):
             raise ValueError("each token must be non-empty and contain no spaces")
-        if tokens.get(item, access) is not access:
+        known = grants.get(item)
+        if known is not None and known.access is not access:
             raise ValueError("a token is listed both read-only and read-write")
-        tokens[item] = access
-    return tokens
+        if known is not None and known.label != label:
+            raise ValueError("a token is listed under two labels")
+        grants[item] = Grant(access, label)
+    return grants
+
+
+def parse_tokens(value: str) -> dict[str, Access]:
+    return {token: grant.access for token, grant in parse_grants(value).items()}
 
 
 def is_loopback(host: str) -> bool:

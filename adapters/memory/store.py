@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
@@ -24,6 +24,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.history import TaskVersion, auto_paused, changed, created, deleted
 from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task, TaskSpec
@@ -49,6 +50,7 @@ class InMemoryTaskStore:
         self._names: dict[str, UUID] = {}
         self._runs: dict[UUID, Run] = {}
         self._leases: dict[UUID, _Lease] = {}  # by run id
+        self._history: dict[UUID, list[TaskVersion]] = {}  # by task id, oldest first
 
     def new_waker(self) -> InMemoryWaker:
         """A waker that every mutation of this store wakes."""
@@ -56,7 +58,7 @@ class InMemoryTaskStore:
 
     # -- tasks ------------------------------------------------------------------
 
-    async def create_task(self, task: Task) -> Task:
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
         async with self._lock:
             if task.name in self._names:
                 raise DuplicateTaskName(task.name)
@@ -65,6 +67,7 @@ class InMemoryTaskStore:
             stored = _copy(task.model_copy(update={"version": 1}))
             self._tasks[task.id] = stored
             self._names[task.name] = task.id
+            self._history[task.id] = [created(stored, actor)]
         self.notifier.notify()
         return _copy(stored)
 
@@ -92,7 +95,9 @@ class InMemoryTaskStore:
         )
         return [_copy(task) for task in found[:limit]]
 
-    async def update_task(self, task: Task, expected_version: int, *, reschedule: bool) -> Task:
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
         async with self._lock:
             stored = self._task(task.id)
             if stored.version != expected_version:
@@ -107,17 +112,55 @@ class InMemoryTaskStore:
             del self._names[stored.name]
             self._names[updated.name] = updated.id
             self._tasks[updated.id] = updated
+            self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
         self.notifier.notify()
         return _copy(updated)
 
-    async def delete_task(self, task_id: UUID) -> None:
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
         async with self._lock:
             task = self._task(task_id)
+            when = truncate(at or datetime.now(UTC))
+            self._history.setdefault(task_id, []).append(deleted(task, when, actor))
             del self._tasks[task_id]
             del self._names[task.name]
             for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
                 del self._leases[run_id]
         self.notifier.notify()
+
+    async def task_history(
+        self, task_id: UUID, before_version: int | None, limit: int
+    ) -> list[TaskVersion]:
+        versions = reversed(self._history.get(task_id, []))
+        found = [v for v in versions if before_version is None or v.version < before_version]
+        return found[:limit]
+
+    async def task_version_at(self, task_id: UUID, at: datetime) -> TaskVersion | None:
+        made = [v for v in self._history.get(task_id, []) if v.at <= at]
+        return made[-1] if made else None
+
+    async def delete_history_before(self, cutoff: datetime, batch: int) -> int:
+        async with self._lock:
+            old = sorted(
+                (
+                    (version.at, task_id, version.version)
+                    for task_id, versions in self._history.items()
+                    for i, version in enumerate(versions)
+                    if version.at < cutoff
+                    and (
+                        version.state is None
+                        or any(later.at <= cutoff for later in versions[i + 1 :])
+                    )
+                ),
+            )[:batch]
+            for _, task_id, number in old:
+                kept = [v for v in self._history[task_id] if v.version != number]
+                if kept:
+                    self._history[task_id] = kept
+                else:
+                    del self._history[task_id]
+        return len(old)
 
     async def next_due_at(self) -> datetime | None:
         due = [t.next_run_at for t in self._tasks.values() if t.enabled and t.next_run_at]
@@ -195,7 +238,9 @@ class InMemoryTaskStore:
             counted = count_outcomes(before, ended)
             for task_id, count in counted.items():
                 task = self._tasks[task_id]
-                self._tasks[task_id] = task.model_copy(update=count.task_fields())
+                self._tasks[task_id] = task = task.model_copy(update=count.task_fields())
+                if count.paused:
+                    self._history.setdefault(task_id, []).append(auto_paused(task))
         if any(count.paused for count in counted.values()):
             self.notifier.notify()
         return recorded

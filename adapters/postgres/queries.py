@@ -10,7 +10,7 @@ from typing import LiteralString
 from psycopg import sql
 
 from domain.runs import Run
-from domain.tasks import Task
+from domain.tasks import Task, TaskSpec
 
 # The columns a task or run row is read from: exactly the fields of the domain models.
 TASK_COLUMNS = tuple(Task.model_fields)
@@ -43,12 +43,25 @@ def _task_column(name: str) -> sql.Composable:
     return sql.Identifier(name)
 
 
+def _spec_state() -> sql.Composable:
+    # A task row's writable fields as one JSON object, as domain.history.state_of makes it
+    # (the columns are the fields: every field of TaskSpec is recorded, new ones too).
+    pairs = [
+        sql.SQL("{}, {}").format(sql.Literal(name), sql.Identifier(name))
+        for name in TaskSpec.model_fields
+    ]
+    return sql.SQL("jsonb_build_object({})").format(sql.SQL(", ").join(pairs))
+
+
 def bind_queries(schema: str) -> dict[str, bytes]:
-    """Every block with `{schema}`, `{task_columns}` and `{run_columns}` filled in,
-    rendered once to bytes so that psycopg can prepare each one."""
+    """Every block with `{schema}`, `{task_columns}`, `{task_names}`, `{run_columns}`
+    and `{spec_state}` filled in, rendered once to bytes so that psycopg can prepare
+    each one."""
     fields = {
         "schema": sql.Identifier(schema),
         "task_columns": sql.SQL(", ").join(map(_task_column, TASK_COLUMNS)),
+        "task_names": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),
+        "spec_state": _spec_state(),
         "run_columns": sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
     }
     return {

@@ -1,8 +1,9 @@
 -- Every statement of the PostgreSQL adapter, as named blocks.
 --
 -- `{schema}` is the store's schema, `{task_columns}` and `{run_columns}` the columns that
--- map onto domain.tasks.Task and domain.runs.Run (composed with psycopg.sql when a store
--- is built); `%(name)s` are parameters. Result lists name their columns, never `*`, so
+-- map onto domain.tasks.Task and domain.runs.Run (`{task_names}` the same task columns by
+-- name alone), `{spec_state}` a task row's writable fields as one JSON object (composed
+-- with psycopg.sql when a store is built); `%(name)s` are parameters. Result lists name their columns, never `*`, so
 -- that a column added by the initializer does not break a prepared statement.
 
 
@@ -77,36 +78,98 @@ ORDER BY created_at, id
 LIMIT %(limit)s;
 
 -- update_task --
--- Write a task's fields if it is still at the expected version; the schedule only on request.
-UPDATE {schema}.tasks SET
-    name = %(name)s,
-    description = %(description)s,
-    trigger = %(trigger)s,
-    target = %(target)s,
-    enabled = %(enabled)s,
-    tags = %(tags)s,
-    misfire_grace_seconds = %(misfire_grace_seconds)s,
-    max_running_instances = %(max_running_instances)s,
-    jitter_seconds = %(jitter_seconds)s,
-    pause_after_failures = %(pause_after_failures)s,
-    next_fire_at = CASE WHEN %(reschedule)s::boolean
-        THEN %(next_fire_at)s::timestamptz ELSE next_fire_at END,
-    next_run_at = CASE WHEN %(reschedule)s::boolean
-        THEN %(next_run_at)s::timestamptz ELSE next_run_at END,
-    consecutive_failures = CASE WHEN %(reschedule)s::boolean
-        THEN %(consecutive_failures)s::integer ELSE consecutive_failures END,
-    updated_at = %(updated_at)s,
-    version = version + 1
-WHERE id = %(id)s AND version = %(expected_version)s
-RETURNING {task_columns};
+-- Write a task's fields if it is still at the expected version; the schedule only on
+-- request. The version it makes is recorded in the history: the fields that changed
+-- (old -> new, read from the row as it was) and the state after.
+WITH old AS (
+    SELECT {spec_state} AS state
+    FROM {schema}.tasks
+    WHERE id = %(id)s AND version = %(expected_version)s
+), updated AS (
+    UPDATE {schema}.tasks SET
+        name = %(name)s,
+        description = %(description)s,
+        trigger = %(trigger)s,
+        target = %(target)s,
+        enabled = %(enabled)s,
+        tags = %(tags)s,
+        misfire_grace_seconds = %(misfire_grace_seconds)s,
+        max_running_instances = %(max_running_instances)s,
+        jitter_seconds = %(jitter_seconds)s,
+        pause_after_failures = %(pause_after_failures)s,
+        next_fire_at = CASE WHEN %(reschedule)s::boolean
+            THEN %(next_fire_at)s::timestamptz ELSE next_fire_at END,
+        next_run_at = CASE WHEN %(reschedule)s::boolean
+            THEN %(next_run_at)s::timestamptz ELSE next_run_at END,
+        consecutive_failures = CASE WHEN %(reschedule)s::boolean
+            THEN %(consecutive_failures)s::integer ELSE consecutive_failures END,
+        updated_at = %(updated_at)s,
+        version = version + 1
+    WHERE id = %(id)s AND version = %(expected_version)s
+    RETURNING {task_columns}, {spec_state} AS state
+), recorded AS (
+    INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+    SELECT u.id, u.version, u.updated_at, %(actor)s::text, 'api',
+        (SELECT coalesce(jsonb_object_agg(n.key, jsonb_build_array(o.state -> n.key, n.value)),
+                         '{{}}'::jsonb)
+         FROM jsonb_each(u.state) AS n
+         WHERE (o.state -> n.key) IS DISTINCT FROM n.value),
+        u.state
+    FROM updated AS u CROSS JOIN old AS o
+)
+SELECT {task_names} FROM updated;
 
 -- task_version --
 -- The stored version of a task, to tell a conflict from a missing task.
 SELECT version FROM {schema}.tasks WHERE id = %(id)s;
 
 -- delete_task --
--- Delete a task; its leases go with it (ON DELETE CASCADE), its runs stay.
-DELETE FROM {schema}.tasks WHERE id = %(id)s RETURNING id;
+-- Delete a task; its leases go with it (ON DELETE CASCADE), its runs and history stay,
+-- and the history records the deletion as the task's last version.
+WITH gone AS (
+    DELETE FROM {schema}.tasks WHERE id = %(id)s RETURNING id, version
+)
+INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+SELECT id, version + 1, coalesce(%(at)s::timestamptz, now()), %(actor)s::text, 'api',
+    '{{"deleted": [false, true]}}'::jsonb, NULL
+FROM gone
+RETURNING task_id;
+
+-- insert_history --
+-- Record one version of a task (its creation; a version made outside update_task).
+INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+VALUES (%(task_id)s, %(version)s, %(at)s, %(actor)s, %(cause)s, %(changes)s, %(state)s);
+
+-- task_history --
+-- A task's versions, newest first, before a version when one is given.
+SELECT task_id, version, at, actor, cause, changes, state
+FROM {schema}.task_history
+WHERE task_id = %(task_id)s AND (%(before)s::integer IS NULL OR version < %(before)s::integer)
+ORDER BY version DESC
+LIMIT %(limit)s;
+
+-- task_version_at --
+-- The version of a task in force at an instant: the last one made at or before it.
+SELECT task_id, version, at, actor, cause, changes, state
+FROM {schema}.task_history
+WHERE task_id = %(task_id)s AND at <= %(at)s
+ORDER BY version DESC
+LIMIT 1;
+
+-- delete_history_before --
+-- Delete one bounded batch of versions made before the cutoff that no longer tell the
+-- state at the cutoff: superseded by a later version made by then, or a deletion.
+DELETE FROM {schema}.task_history
+WHERE (task_id, version) IN (
+    SELECT h.task_id, h.version FROM {schema}.task_history AS h
+    WHERE h.at < %(cutoff)s
+      AND (h.state IS NULL OR EXISTS (
+          SELECT 1 FROM {schema}.task_history AS n
+          WHERE n.task_id = h.task_id AND n.version > h.version AND n.at <= %(cutoff)s))
+    ORDER BY h.at
+    LIMIT %(batch)s
+    FOR UPDATE SKIP LOCKED
+);
 
 -- next_due_at --
 -- The earliest next_run_at of an enabled task (the head of tasks_due_idx).
@@ -246,7 +309,7 @@ SELECT {run_columns} FROM finished;
 
 -- count_outcomes --
 -- Write the counts domain.outcomes.count_outcomes decided on the tasks lock_counted_tasks
--- locked, and notify once per task it paused.
+-- locked, record each pause in the task's history, and notify once per task it paused.
 WITH counted AS (
     SELECT * FROM unnest(
         %(task_ids)b::uuid[], %(enabled)b::boolean[], %(consecutive_failures)b::integer[],
@@ -264,7 +327,14 @@ WITH counted AS (
         version = c.version
     FROM counted AS c
     WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
-    RETURNING t.id, c.paused
+    RETURNING t.id, c.paused, t.version, t.updated_at, {spec_state} AS state
+), recorded AS (
+    -- A pause is a version of the task, made by no one: cause auto_pause.
+    INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+    SELECT id, version, updated_at, NULL, 'auto_pause', '{{"enabled": [true, false]}}'::jsonb,
+        state
+    FROM written
+    WHERE paused
 )
 SELECT pg_notify(%(channel)s::text, id::text) FROM written WHERE paused;
 

@@ -9,6 +9,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from pydantic import TypeAdapter
 
+from domain.history import TaskVersion
 from domain.runs import Run
 from domain.tasks import HttpTarget, Task
 from domain.triggers import Trigger
@@ -65,3 +66,21 @@ def to_task(row: dict[str, Any]) -> Task:
 
 def to_run(row: dict[str, Any]) -> Run:
     return Run.model_validate(row)
+
+
+def version_params(version: TaskVersion) -> dict[str, Any]:
+    """The parameters of insert_history."""
+    fields = version.model_dump(mode="json", include={"changes", "state"})
+    return {
+        "task_id": version.task_id,
+        "version": version.version,
+        "at": version.at,
+        "actor": version.actor,
+        "cause": version.cause.value,
+        "changes": Jsonb(fields["changes"]),
+        "state": None if version.state is None else Jsonb(fields["state"]),
+    }
+
+
+def to_version(row: dict[str, Any]) -> TaskVersion:
+    return TaskVersion.model_validate(row)

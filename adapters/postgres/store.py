@@ -31,7 +31,7 @@ from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
-from adapters.postgres.rows import task_params, to_run, to_task
+from adapters.postgres.rows import task_params, to_run, to_task, to_version, version_params
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
 from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
@@ -43,6 +43,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.history import TaskVersion, created
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 
@@ -129,11 +130,12 @@ class PostgresTaskStore:
 
     # -- tasks -----------------------------------------------------------------------
 
-    async def create_task(self, task: Task) -> Task:
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
         try:
             async with self._transaction() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["insert_task"], task_params(task))
+                await conn.execute(self._q["insert_history"], version_params(created(task, actor)))
                 row = await cur.fetchone()
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
@@ -169,10 +171,13 @@ class PostgresTaskStore:
         )
         return [to_task(row) for row in rows]
 
-    async def update_task(self, task: Task, expected_version: int, *, reschedule: bool) -> Task:
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
         params = task_params(task) | {
             "expected_version": expected_version,
             "reschedule": reschedule,
+            "actor": actor,
         }
         try:
             async with self._transaction() as conn:
@@ -190,12 +195,32 @@ class PostgresTaskStore:
             raise _unique_violation(exc, task) from exc
         return to_task(row)
 
-    async def delete_task(self, task_id: UUID) -> None:
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
         async with self._transaction() as conn:
-            cur = await conn.execute(self._q["delete_task"], {"id": task_id})
+            params = {"id": task_id, "at": at, "actor": actor}
+            cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
                 raise TaskNotFound(task_id)
             await self._notify(conn, self.tasks_channel, task_id)
+
+    async def task_history(
+        self, task_id: UUID, before_version: int | None, limit: int
+    ) -> list[TaskVersion]:
+        params = {"task_id": task_id, "before": before_version, "limit": limit}
+        return [to_version(row) for row in await self._all("task_history", params)]
+
+    async def task_version_at(self, task_id: UUID, at: datetime) -> TaskVersion | None:
+        row = await self._one("task_version_at", {"task_id": task_id, "at": at})
+        return None if row is None else to_version(row)
+
+    async def delete_history_before(self, cutoff: datetime, batch: int) -> int:
+        async with self._transaction() as conn:
+            cur = await conn.execute(
+                self._q["delete_history_before"], {"cutoff": cutoff, "batch": batch}
+            )
+        return max(cur.rowcount, 0)
 
     async def next_due_at(self) -> datetime | None:
         row = await self._one("next_due_at", {})

@@ -10,7 +10,7 @@ from litestar.di import Provide
 
 from application.scheduling import SchedulingService
 from entrypoints.container import Container, build_container
-from entrypoints.http.auth import FailureLimiter, bearer_guard
+from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.preview import TriggerController
@@ -55,13 +55,14 @@ def create_app(
     api = Router(
         path="/",
         route_handlers=[TaskController, RunController, TriggerController],
-        guards=[bearer_guard(settings.tokens, limiter)],
+        guards=[bearer_guard(settings.grants, limiter)],
         security=SECURITY,
     )
     return Litestar(
         route_handlers=[api, *HEALTH_HANDLERS],
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
+            "actor": Provide(actor, sync_to_thread=False),
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),
         },

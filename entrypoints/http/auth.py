@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.exceptions import (
     NotAuthorizedException,
@@ -19,13 +20,16 @@ from litestar.exceptions import (
 from litestar.handlers import BaseRouteHandler, HTTPRouteHandler
 from litestar.types import Guard
 
-from entrypoints.settings import Access
+from entrypoints.settings import Access, Grant
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Handlers that change nothing although their method is POST (dry run, preview) say so
 # with `opt={MUTATION: False}`, so read-only tokens may call them.
 MUTATION = "mutation"
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="imbi-scheduler"'}
+# Where the guard leaves the label of the token a request came with (None: no label, or
+# no tokens configured); `actor()` reads it for the use cases, which record it.
+ACTOR = "actor"
 # A limiter tracking more client addresses than this forgets those with no recent failure.
 _MAX_TRACKED_PEERS = 10_000
 
@@ -70,13 +74,19 @@ class FailureLimiter:
             del self._failures[next(iter(self._failures))]
 
 
-def bearer_guard(tokens: Mapping[str, Access], limiter: FailureLimiter | None = None) -> Guard:
+def bearer_guard(
+    tokens: Mapping[str, Access | Grant], limiter: FailureLimiter | None = None
+) -> Guard:
     """A guard that admits configured tokens (all requests when none are configured):
     401 without a known token, 403 for a read-only token on a mutation, 429 (with
     `Retry-After`) for a client address past `limiter`'s count of 401s, whose token is
-    then not even looked at, so guessing on gains nothing."""
+    then not even looked at, so guessing on gains nothing. It leaves the token's label
+    in the request's state (`ACTOR`)."""
     # Tokens are compared by digest: equal lengths, so the time taken reveals no length.
-    known = {_digest(token): access for token, access in tokens.items()}
+    known = {
+        _digest(token): grant if isinstance(grant, Grant) else Grant(grant)
+        for token, grant in tokens.items()
+    }
     limiter = limiter or FailureLimiter(0, 0)
 
     def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
@@ -89,17 +99,24 @@ def bearer_guard(tokens: Mapping[str, Access], limiter: FailureLimiter | None = 
                 detail="too many requests with an unknown API token from this address",
                 headers={"Retry-After": str(wait)},
             )
-        access = _lookup(known, connection.headers.get("authorization", ""))
-        if access is None:
+        grant = _lookup(known, connection.headers.get("authorization", ""))
+        if grant is None:
             limiter.failed(peer)
             raise NotAuthorizedException(
                 detail="send a configured API token as 'Authorization: Bearer <token>'",
                 headers=BEARER_CHALLENGE,
             )
-        if access is Access.READ and is_mutation(handler):
+        if grant.access is Access.READ and is_mutation(handler):
             raise PermissionDeniedException(detail="this token is read-only")
+        connection.state[ACTOR] = grant.label
 
     return guard
+
+
+def actor(request: Request[Any, Any, Any]) -> str | None:
+    """The label of the token the request came with (the actor history records)."""
+    label = request.state.get(ACTOR)
+    return label if isinstance(label, str) else None
 
 
 def is_mutation(handler: BaseRouteHandler) -> bool:
@@ -111,14 +128,14 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def _lookup(tokens: Mapping[bytes, Access], header: str) -> Access | None:
+def _lookup(tokens: Mapping[bytes, Grant], header: str) -> Grant | None:
     scheme, _, credentials = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not credentials.strip():
         return None
     presented = _digest(credentials.strip())
     found = None
-    for token, access in tokens.items():
+    for token, grant in tokens.items():
         # Compared with every token, each in constant time: timing reveals nothing.
         if hmac.compare_digest(presented, token):
-            found = access
+            found = grant
     return found

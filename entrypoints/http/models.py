@@ -10,8 +10,9 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, create_model
 
+from domain.history import ChangeCause, TaskVersion
 from domain.runs import Run
 from domain.tasks import HttpTarget, Task, TaskSpec
 from domain.triggers import Trigger
@@ -68,6 +69,29 @@ class RunPage(BaseModel):
     items: list[RunResource]
     next_cursor: str | None = Field(
         description="pass as ?cursor= for the next page; null at the end"
+    )
+
+
+class HistoryItem(BaseModel):
+    """One version of a task: when, by whom, why, and what changed (old, new)."""
+
+    version: int
+    at: UtcDatetime
+    actor: str | None = Field(description="the API token's label; null without one")
+    changes: dict[str, tuple[JsonValue, JsonValue]] = Field(
+        description='each changed field as [old, new]; a deletion is {"deleted": [false, true]}'
+    )
+    cause: ChangeCause
+
+    @classmethod
+    def of(cls, version: TaskVersion) -> HistoryItem:
+        return cls.model_validate(version.model_dump(exclude={"task_id", "state"}))
+
+
+class HistoryPage(BaseModel):
+    items: list[HistoryItem]
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next (older) page; null at the end"
     )
 
 

@@ -17,6 +17,8 @@ from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody
 from entrypoints.http.docs import ETAG, LOCATION, errors
 from entrypoints.http.models import (
     FireTimes,
+    HistoryItem,
+    HistoryPage,
     RunPage,
     RunResource,
     TaskPage,
@@ -77,9 +79,12 @@ class TaskController(Controller):
         responses=errors(400, 409, 415, 422),
     )
     async def create_task(
-        self, data: Annotated[TaskSpec, BodyKwarg()], scheduling: NamedDependency[SchedulingService]
+        self,
+        data: Annotated[TaskSpec, BodyKwarg()],
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
     ) -> Response[TaskResource]:
-        task = await scheduling.create_task(data)
+        task = await scheduling.create_task(data, actor=actor)
         return task_response(task, 201, Location=f"/tasks/{task.id}")
 
     @get(
@@ -139,10 +144,11 @@ class TaskController(Controller):
         id: TaskRef,
         data: Annotated[dict[str, Any], BodyKwarg(media_type=MERGE_PATCH_JSON)],
         scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
         if_match: IfMatch = None,
     ) -> Response[TaskResource]:
         version = expected_version(if_match)
-        return task_response(await scheduling.update_task(id, data, version))
+        return task_response(await scheduling.update_task(id, data, version, actor=actor))
 
     @delete(
         "/{id:str}",
@@ -152,9 +158,12 @@ class TaskController(Controller):
         responses=errors(404),
     )
     async def delete_task(
-        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
     ) -> None:
-        await scheduling.delete_task(id)
+        await scheduling.delete_task(id, actor=actor)
 
     @post(
         "/{id:str}/pause",
@@ -167,9 +176,12 @@ class TaskController(Controller):
         responses=errors(404),
     )
     async def pause_task(
-        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
     ) -> Response[TaskResource]:
-        return task_response(await scheduling.pause_task(id))
+        return task_response(await scheduling.pause_task(id, actor=actor))
 
     @post(
         "/{id:str}/resume",
@@ -182,9 +194,12 @@ class TaskController(Controller):
         responses=errors(404),
     )
     async def resume_task(
-        self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
     ) -> Response[TaskResource]:
-        return task_response(await scheduling.resume_task(id))
+        return task_response(await scheduling.resume_task(id, actor=actor))
 
     @post(
         "/{id:str}/dry-run",
@@ -251,3 +266,25 @@ class TaskController(Controller):
         count: Annotated[int, QueryParameter(ge=1, le=100, description="At most 100.")] = 10,
     ) -> FireTimes:
         return FireTimes(fire_times=await scheduling.upcoming(id, count))
+
+    @get(
+        "/{id:str}/history",
+        operation_id="getTaskHistory",
+        summary="Every version of a task, newest first",
+        description="Each change of the task is a version: when, by whom (the API token's "
+        "label), why (`api`, `auto_pause`, `calendar`) and the fields it changed, old and "
+        "new. Version 1 is the creation (every field new); a deleted task's history stays "
+        'readable by its id and ends with `{"deleted": [false, true]}`.',
+        responses=errors(404, 422, mutation=False),
+    )
+    async def task_history(
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        limit: Limit = 50,
+        cursor: Cursor = None,
+    ) -> HistoryPage:
+        page = await scheduling.task_history(id, limit, cursor)
+        return HistoryPage(
+            items=[HistoryItem.of(v) for v in page.items], next_cursor=page.next_cursor
+        )

@@ -488,7 +488,7 @@ async def test_each_run_is_logged_with_its_fields(
     assert fields["duration"] >= 0
 
 
-async def test_the_retention_sweep_deletes_old_runs(
+async def test_the_retention_sweep_deletes_old_runs_and_task_versions(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
     task = await store.create_task(make_task(T0 - timedelta(days=40)))
@@ -512,6 +512,13 @@ async def test_the_retention_sweep_deletes_old_runs(
         return await store.list_runs(task.id, None, None, 10) == []
 
     await eventually(gone, "the old run to be deleted")
+
+    # Task history goes with them, but for the version in force at the cutoff.
+    async def superseded_gone() -> bool:
+        versions = await store.task_history(task.id, None, 10)
+        return [v.version for v in versions] == [2]
+
+    await eventually(superseded_gone, "the superseded task version to be deleted")
 
 
 async def test_start_and_stop_are_idempotent(store: InMemoryTaskStore, clock: FakeClock) -> None:

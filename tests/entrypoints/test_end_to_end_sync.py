@@ -3,13 +3,16 @@ declarative sync."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from httpx import AsyncClient
 
 from tests.entrypoints.helpers import cron_task, eventually
-from tests.entrypoints.test_end_to_end import api, create, server, store_environ
-from tests.fixtures.target import RecordingTarget
+from tests.entrypoints.live import LiveServer
+from tests.entrypoints.test_end_to_end import LONG_POLL, api, create, server, store_environ
+from tests.fixtures.target import RecordingTarget, Response
 
 __all__ = ["api", "server", "store_environ"]  # fixtures this module's tests use
 
@@ -47,3 +50,48 @@ async def test_runs_of_every_task_filtered_and_paged(
     assert [run["id"] for run in by_name] == [runs[1]["id"]]
     bad = await api.get("/runs", params={"since": "2026-03-01T00:00:00"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "since"
+
+
+@pytest.fixture
+def labelled_server(store_environ: dict[str, str]) -> Iterator[LiveServer]:
+    tokens = "deployer=e2e-deploy-token,e2e-anonymous-token"
+    with LiveServer({**store_environ, **LONG_POLL, "SCHEDULER_API_TOKENS": tokens}) as live:
+        yield live
+
+
+async def test_history_records_each_change_with_the_token_label(
+    labelled_server: LiveServer, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/fail", Response(500))
+    deployer = {"Authorization": "Bearer e2e-deploy-token"}
+    anonymous = {"Authorization": "Bearer e2e-anonymous-token"}
+    async with AsyncClient(base_url=labelled_server.url, timeout=10) as api:
+        body = cron_task(recording_target.url("/fail"), name="audited", pause_after_failures=1)
+        created = await api.post("/tasks", json=body, headers=deployer)
+        assert created.status_code == 201, created.text
+        patched = await api.patch("/tasks/audited", json={"tags": ["x"]}, headers=anonymous)
+        assert patched.status_code == 200
+        # A scheduled run that fails pauses the task by itself: make one due now.
+        interval = {"trigger": {"kind": "interval", "every": 3600}}
+        assert (await api.patch("/tasks/audited", json=interval, headers=deployer)).is_success
+
+        async def paused() -> dict[str, Any] | None:
+            task: dict[str, Any] = (await api.get("/tasks/audited", headers=deployer)).json()
+            return task if not task["enabled"] else None
+
+        await eventually(paused, within=15)
+        history = await api.get("/tasks/audited/history", headers=anonymous)
+        assert history.status_code == 200, history.text
+        items = history.json()["items"]
+        assert [(i["version"], i["actor"], i["cause"]) for i in items] == [
+            (4, None, "auto_pause"),
+            (3, "deployer", "api"),
+            (2, None, "api"),
+            (1, "deployer", "api"),
+        ]
+        assert items[0]["changes"] == {"enabled": [True, False]}
+        assert items[1]["changes"]["trigger"][1]["kind"] == "interval"
+        assert items[2]["changes"] == {"tags": [[], ["x"]]}
+        assert (await api.delete("/tasks/audited", headers=deployer)).status_code == 204
+        gone = await api.get(f"/tasks/{created.json()['id']}/history", headers=deployer)
+        assert gone.json()["items"][0]["changes"] == {"deleted": [False, True]}
