@@ -43,25 +43,29 @@ def _task_column(name: str) -> sql.Composable:
     return sql.Identifier(name)
 
 
-def _spec_state() -> sql.Composable:
+def _spec_state(table: str | None = None) -> sql.Composable:
     # A task row's writable fields as one JSON object, as domain.history.state_of makes it
     # (the columns are the fields: every field of TaskSpec is recorded, new ones too).
+    def column(name: str) -> sql.Composable:
+        return sql.Identifier(table, name) if table else sql.Identifier(name)
+
     pairs = [
-        sql.SQL("{}, {}").format(sql.Literal(name), sql.Identifier(name))
-        for name in TaskSpec.model_fields
+        sql.SQL("{}, {}").format(sql.Literal(name), column(name)) for name in TaskSpec.model_fields
     ]
     return sql.SQL("jsonb_build_object({})").format(sql.SQL(", ").join(pairs))
 
 
 def bind_queries(schema: str) -> dict[str, bytes]:
-    """Every block with `{schema}`, `{task_columns}`, `{task_names}`, `{run_columns}`
-    and `{spec_state}` filled in, rendered once to bytes so that psycopg can prepare
+    """Every block with `{schema}`, `{task_columns}`, `{task_names}`, `{run_columns}`,
+    `{spec_state}` and `{spec_state_of_t}` (its columns those of the table aliased `t`)
+    filled in, rendered once to bytes so that psycopg can prepare
     each one."""
     fields = {
         "schema": sql.Identifier(schema),
         "task_columns": sql.SQL(", ").join(map(_task_column, TASK_COLUMNS)),
         "task_names": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),
         "spec_state": _spec_state(),
+        "spec_state_of_t": _spec_state("t"),
         "run_columns": sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
     }
     return {

@@ -327,7 +327,7 @@ WITH counted AS (
         version = c.version
     FROM counted AS c
     WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id
-    RETURNING t.id, c.paused, t.version, t.updated_at, {spec_state} AS state
+    RETURNING t.id, c.paused, t.version, t.updated_at, {spec_state_of_t} AS state
 ), recorded AS (
     -- A pause is a version of the task, made by no one: cause auto_pause.
     INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
