@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -240,6 +241,15 @@ class SchedulingService:
         return await list_all_runs(
             self._store, self.get_task, limit=limit, cursor=cursor, **filters
         )
+
+    async def recent_runs(self, task_ids: Sequence[UUID], count: int) -> dict[UUID, list[Run]]:
+        """The last `count` runs of each task, newest first (for a page of tasks at
+        once: one page of runs per task, read concurrently)."""
+        _check_limit(count)
+        histories = await asyncio.gather(
+            *(self._store.list_runs(task_id, None, None, count) for task_id in task_ids)
+        )
+        return dict(zip(task_ids, histories, strict=True))
 
     async def get_run(self, run_id: UUID) -> Run:
         return await self._store.get_run(run_id)

@@ -11,6 +11,7 @@ from litestar.di import Provide
 from application.scheduling import SchedulingService
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
+from entrypoints.http.console import console_router
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.preview import TriggerController
@@ -59,7 +60,7 @@ def create_app(
         security=SECURITY,
     )
     return Litestar(
-        route_handlers=[api, *HEALTH_HANDLERS],
+        route_handlers=[api, console_router(settings.grants, limiter), *HEALTH_HANDLERS],
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
             "actor": Provide(actor, sync_to_thread=False),

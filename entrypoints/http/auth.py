@@ -83,10 +83,7 @@ def bearer_guard(
     then not even looked at, so guessing on gains nothing. It leaves the token's label
     in the request's state (`ACTOR`)."""
     # Tokens are compared by digest: equal lengths, so the time taken reveals no length.
-    known = {
-        _digest(token): grant if isinstance(grant, Grant) else Grant(grant)
-        for token, grant in tokens.items()
-    }
+    known = digest_grants(tokens)
     limiter = limiter or FailureLimiter(0, 0)
 
     def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
@@ -139,3 +136,17 @@ def _lookup(tokens: Mapping[bytes, Grant], header: str) -> Grant | None:
         if hmac.compare_digest(presented, token):
             found = grant
     return found
+
+
+def digest_grants(tokens: Mapping[str, Access | Grant]) -> dict[bytes, Grant]:
+    """The configured tokens by digest, as the guards compare them."""
+    return {
+        _digest(token): grant if isinstance(grant, Grant) else Grant(grant)
+        for token, grant in tokens.items()
+    }
+
+
+def grant_of(known: Mapping[bytes, Grant], token: str) -> Grant | None:
+    """What a token presented without a header (the console's cookie) may do; None for
+    a token not configured. `known` is `digest_grants` of the configured tokens."""
+    return _lookup(known, f"Bearer {token}")

@@ -1,0 +1,150 @@
+"""The console's buttons (forms posting here), and logging in and out.
+
+Every action checks the form's CSRF token before anything else (`check_csrf`, the
+`before_request` hook of their router), then calls the same use case as the API, then redirects
+(post/redirect/get) to the page that shows the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
+from litestar.response import Redirect
+
+from application.scheduling import SchedulingService
+from domain.errors import RunNotFound
+from entrypoints.http.auth import MUTATION, FailureLimiter, grant_of
+from entrypoints.http.console.access import (
+    current_session,
+    session_cookie,
+)
+from entrypoints.http.console.rendering import render
+from entrypoints.settings import Grant
+
+
+def _task_page(name: str, done: str | None = None) -> Redirect:
+    suffix = f"?done={done}" if done else ""
+    return Redirect(f"/ui/tasks/{name}{suffix}", status_code=303)
+
+
+class ConsoleActions(Controller):
+    path = "/"
+
+    @post("/tasks/{ref:str}/pause", name="console:pause", include_in_schema=False)
+    async def pause(
+        self,
+        ref: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
+    ) -> Redirect:
+        task = await scheduling.pause_task(ref, actor=actor)
+        return _task_page(task.name, "paused")
+
+    @post("/tasks/{ref:str}/resume", name="console:resume", include_in_schema=False)
+    async def resume(
+        self,
+        ref: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+        actor: NamedDependency[str | None],
+    ) -> Redirect:
+        task = await scheduling.resume_task(ref, actor=actor)
+        return _task_page(task.name, "resumed")
+
+    @post("/tasks/{ref:str}/run", name="console:run-now", include_in_schema=False)
+    async def run_now(
+        self, ref: FromPath[str], scheduling: NamedDependency[SchedulingService]
+    ) -> Redirect:
+        run = await scheduling.fire_now(ref)
+        return Redirect(f"/ui/runs/{run.id}", status_code=303)
+
+    @post(
+        "/tasks/{ref:str}/dry-run",
+        name="console:dry-run",
+        opt={MUTATION: False},
+        status_code=200,
+        include_in_schema=False,
+    )
+    async def dry_run(
+        self,
+        request: Request[Any, Any, Any],
+        ref: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+    ) -> Response[str]:
+        task = await scheduling.get_task(ref)
+        rendered = await scheduling.dry_run(task.id)
+        return render(request, "dry_run.html", task=task, rendered=rendered, live=False)
+
+    @post("/runs/{run_id:str}/cancel", name="console:cancel", include_in_schema=False)
+    async def cancel(
+        self, run_id: FromPath[str], scheduling: NamedDependency[SchedulingService]
+    ) -> Redirect:
+        try:
+            run = await scheduling.cancel_run(UUID(run_id))
+        except ValueError:
+            raise RunNotFound(run_id) from None
+        return Redirect(f"/ui/runs/{run.id}?done=cancel-requested", status_code=303)
+
+    @post("/logout", name="console:logout", opt={MUTATION: False}, include_in_schema=False)
+    async def logout(self, request: Request[Any, Any, Any]) -> Redirect:
+        redirect = Redirect("/ui/login", status_code=303)
+        if not current_session(request).anonymous:
+            redirect.set_cookie(session_cookie(request, "", clear=True))
+        return redirect
+
+
+class ConsoleLogin(Controller):
+    """Reachable without a session (the rest of the console is not)."""
+
+    path = "/login"
+
+    @get("/", name="console:login", include_in_schema=False)
+    async def form(self, request: Request[Any, Any, Any]) -> Response[str]:
+        return render(request, "login.html", error=None, live=False)
+
+    @post("/", name="console:login-submit", status_code=303, include_in_schema=False)
+    async def submit(
+        self, request: Request[Any, Any, Any], console_gate: NamedDependency[LoginGate]
+    ) -> Response[Any]:
+        if not console_gate.known:
+            return Redirect("/ui/", status_code=303)
+        # The API's limit on guessing counts the login form's failures too.
+        peer = request.client.host if request.client else ""
+        wait = console_gate.limiter.retry_after(peer)
+        if wait is not None:
+            response = render(
+                request,
+                "login.html",
+                status_code=429,
+                error=f"Too many unknown tokens from this address: try again in {wait} s.",
+                live=False,
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
+        form = await request.form()
+        token = form.get("token")
+        token = token.strip() if isinstance(token, str) else ""
+        if not token or grant_of(console_gate.known, token) is None:
+            console_gate.limiter.failed(peer)
+            return render(
+                request,
+                "login.html",
+                status_code=401,
+                error="That token is not configured.",
+                live=False,
+            )
+        redirect = Redirect("/ui/", status_code=303)
+        redirect.set_cookie(session_cookie(request, token))
+        return redirect
+
+
+@dataclass(frozen=True)
+class LoginGate:
+    """What the login form checks a token against, and the API's failure limiter."""
+
+    known: dict[bytes, Grant]
+    limiter: FailureLimiter

@@ -1,0 +1,157 @@
+"""The console's pages for reading: tasks, one task, one run, runs, calendars."""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from litestar import Controller, Request, Response, get
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, QueryParameter
+
+from application.ports import TaskFilter
+from application.scheduling import SchedulingService
+from domain.errors import RunNotFound
+from domain.runs import Run, RunStatus
+from domain.tasks import Task
+from entrypoints.http.console.pictures import STRIP_RUNS, run_strip, timeline
+from entrypoints.http.console.rendering import render
+from entrypoints.http.console.words import trigger_words
+
+PAGE_SIZE = 50
+RUNS_PAGE_SIZE = 25
+UPCOMING = 100  # the most the fire-time use case gives; the timeline shows a week of them
+State = Literal["", "enabled", "paused"]
+Text = Annotated[str, QueryParameter(max_length=200)]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class TaskRow:
+    """One line of the tasks page."""
+
+    def __init__(self, task: Task, runs: list[Run]) -> None:
+        self.task = task
+        self.trigger_words = trigger_words(task.trigger)
+        self.zone = task.trigger.timezone
+        self.strip = run_strip(runs, self.zone)
+        self.last = next((run for run in runs if run.status.finished), None)
+
+
+class ConsolePages(Controller):
+    path = "/"
+
+    @get(["/", "/tasks"], name="console:tasks", include_in_schema=False)
+    async def tasks(
+        self,
+        request: Request[Any, Any, Any],
+        scheduling: NamedDependency[SchedulingService],
+        name: Text = "",
+        tag: Text = "",
+        task_state: Annotated[State, QueryParameter(name="state")] = "",
+        cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
+    ) -> Response[str]:
+        enabled = {"": None, "enabled": True, "paused": False}[task_state]
+        task_filter = TaskFilter(enabled, tag.strip() or None, name.strip() or None)
+        page = await scheduling.list_tasks(task_filter, PAGE_SIZE, cursor or None)
+        recent = await scheduling.recent_runs([task.id for task in page.items], STRIP_RUNS)
+        rows = [TaskRow(task, recent[task.id]) for task in page.items]
+        return render(
+            request,
+            "tasks.html",
+            rows=rows,
+            filters={"name": name, "tag": tag, "state": task_state},
+            next_cursor=page.next_cursor,
+            paged=cursor is not None,
+            now=_now(),
+            live=True,
+        )
+
+    @get("/tasks/{ref:str}", name="console:task", include_in_schema=False)
+    async def task(
+        self,
+        request: Request[Any, Any, Any],
+        ref: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+        status: FromQuery[RunStatus | None] = None,
+        cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
+        done: Annotated[str | None, QueryParameter(max_length=40)] = None,
+    ) -> Response[str]:
+        task = await scheduling.get_task(ref)
+        runs = await scheduling.list_runs(task.id, status, RUNS_PAGE_SIZE, cursor or None)
+        upcoming = await scheduling.upcoming(task.id, UPCOMING)
+        now = _now()
+        definition = task.spec().model_dump(mode="json", exclude={"description"})
+        return render(
+            request,
+            "task.html",
+            task=task,
+            trigger_words=trigger_words(task.trigger),
+            zone=task.trigger.timezone,
+            definition=json.dumps(definition, indent=2, ensure_ascii=False),
+            upcoming=upcoming,
+            timeline=timeline(upcoming, task.trigger.timezone, now),
+            runs=runs.items,
+            next_cursor=runs.next_cursor,
+            paged=cursor is not None,
+            status=status.value if status else "",
+            statuses=[s.value for s in RunStatus],
+            done=DONE_MESSAGES.get(done or ""),
+            now=now,
+            live=False,
+        )
+
+    @get("/runs/{run_id:str}", name="console:run", include_in_schema=False)
+    async def run(
+        self,
+        request: Request[Any, Any, Any],
+        run_id: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+    ) -> Response[str]:
+        try:
+            run = await scheduling.get_run(UUID(run_id))
+        except ValueError:
+            raise RunNotFound(run_id) from None
+        task = None
+        with suppress(LookupError):  # a deleted task's runs stay readable
+            task = await scheduling.get_task(run.task_id)
+        zone = task.trigger.timezone if task else "UTC"
+        lateness = (run.started_at - run.scheduled_for).total_seconds() if run.started_at else None
+        duration = (
+            (run.finished_at - run.started_at).total_seconds()
+            if run.finished_at and run.started_at
+            else None
+        )
+        return render(
+            request,
+            "run.html",
+            run=run,
+            task=task,
+            zone=zone,
+            lateness=lateness,
+            duration=duration,
+            now=_now(),
+            live=run.status is RunStatus.RUNNING,
+        )
+
+    @get("/runs", name="console:runs", include_in_schema=False)
+    async def runs(self, request: Request[Any, Any, Any]) -> Response[str]:
+        return render(request, "runs.html", live=False)
+
+    @get("/calendars", name="console:calendars", include_in_schema=False)
+    async def calendars(self, request: Request[Any, Any, Any]) -> Response[str]:
+        return render(request, "calendars.html", live=False)
+
+
+# What the task page says after an action redirected to it (`?done=`): fixed words,
+# so nothing a link carries is shown.
+DONE_MESSAGES = {
+    "paused": "Paused: the task will not fire until it is resumed.",
+    "resumed": "Resumed: the task fires at its next time.",
+    "cancel-requested": "Cancel requested: the run stops shortly and is recorded cancelled.",
+}

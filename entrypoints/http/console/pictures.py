@@ -1,0 +1,117 @@
+"""The geometry of the console's pictures (the run strip, the fire-time timeline).
+
+Templates draw them as inline SVG; everything here is numbers and plain text, so the
+template's autoescaping covers every label.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from domain.runs import Run, RunStatus
+from entrypoints.http.console.words import local_time, utc_time
+
+STRIP_RUNS = 30
+STRIP_BAR = 8  # px per run, gap included
+TIMELINE_WIDTH = 600
+TIMELINE_DAYS = 7
+
+# Height says "good or bad" without colour: successes stand tall, failures hang low.
+_BAR_SHAPE = {
+    RunStatus.SUCCEEDED: (2, 18),
+    RunStatus.RUNNING: (6, 10),
+    RunStatus.FAILED: (12, 10),
+    RunStatus.MISSED: (14, 6),
+    RunStatus.SKIPPED: (14, 6),
+    RunStatus.CANCELLED: (14, 6),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    x: int
+    y: int
+    height: int
+    status: str
+    title: str
+    href: str
+
+
+@dataclass(frozen=True, slots=True)
+class Strip:
+    width: int
+    bars: list[Bar]
+    summary: str  # the same facts in words ("28 succeeded, 2 failed")
+
+
+def run_strip(runs: list[Run], zone_name: str) -> Strip:
+    """The last runs, oldest on the left; `runs` come newest first."""
+    chosen = list(reversed(runs[:STRIP_RUNS]))
+    bars = []
+    for index, run in enumerate(chosen):
+        y, height = _BAR_SHAPE[run.status]
+        when = local_time(run.scheduled_for, zone_name)
+        bars.append(
+            Bar(
+                index * STRIP_BAR,
+                y,
+                height,
+                run.status.value,
+                f"{run.status.value} — {when}",
+                f"/ui/runs/{run.id}",
+            )
+        )
+    counts = Counter(run.status.value for run in chosen)
+    summary = ", ".join(f"{n} {status}" for status, n in counts.most_common()) or "no runs yet"
+    return Strip(max(len(chosen), 1) * STRIP_BAR, bars, summary)
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    x: float
+    title: str
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    width: int
+    days: list[Tick]
+    marks: list[Mark]
+    hidden: int  # fire times beyond the window drawn
+    span_words: str
+
+
+def timeline(
+    fire_times: list[datetime], zone_name: str, now: datetime, days: int = TIMELINE_DAYS
+) -> Timeline:
+    """The fire times of the next `days` days on one axis, with a tick per local midnight."""
+    zone = ZoneInfo(zone_name)
+    start = now
+    end = now + timedelta(days=days)
+    scale = TIMELINE_WIDTH / (end - start).total_seconds()
+
+    def x_of(instant: datetime) -> float:
+        return round((instant - start).total_seconds() * scale, 1)
+
+    ticks = []
+    day = now.astimezone(zone).date() + timedelta(days=1)
+    while (midnight := datetime.combine(day, time(), zone)) < end:
+        ticks.append(Tick(x_of(midnight), f"{midnight:%a %d}"))
+        day += timedelta(days=1)
+    marks = [
+        Mark(x_of(fire), f"{local_time(fire, zone_name)} ({utc_time(fire)})")
+        for fire in fire_times
+        if start <= fire < end
+    ]
+    hidden = sum(1 for fire in fire_times if fire >= end)
+    return Timeline(TIMELINE_WIDTH, ticks, marks, hidden, f"the next {days} days")

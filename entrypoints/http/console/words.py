@@ -1,0 +1,136 @@
+"""Triggers and instants in words, for people reading the console."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from domain.triggers import CalendarTrigger, CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+
+_DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+_DAY_NAMES = {name[:3].lower(): str(i) for i, name in enumerate(_DAYS)}
+_UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
+
+
+def zone_words(name: str) -> str:
+    """'America/New_York' -> 'New York time'; UTC stays 'UTC'."""
+    if name in ("UTC", "Etc/UTC", "GMT"):
+        return "UTC"
+    return name.rsplit("/", 1)[-1].replace("_", " ") + " time"
+
+
+def trigger_words(trigger: Trigger) -> str:
+    """What a person would say: 'at 02:30 every day, New York time', 'every 15 minutes'."""
+    if isinstance(trigger, IntervalTrigger):
+        return f"every {duration_words(trigger.every)}"
+    if isinstance(trigger, CronTrigger):
+        return f"{cron_words(trigger.expression)}, {zone_words(trigger.timezone)}"
+    if isinstance(trigger, CalendarTrigger):
+        return f"{_calendar_words(trigger)}, {zone_words(trigger.timezone)}"
+    assert isinstance(trigger, OneShotTrigger)
+    run_at = trigger.fire_instant().astimezone(ZoneInfo(trigger.timezone))
+    return f"once, at {run_at:%Y-%m-%d %H:%M}, {zone_words(trigger.timezone)}"
+
+
+def duration_words(seconds: int) -> str:
+    """900 -> '15 minutes', 3600 -> 'hour', 90 -> '90 seconds' (the largest exact unit)."""
+    for size, unit in _UNITS:
+        if seconds % size == 0:
+            count = seconds // size
+            return unit if count == 1 else f"{count} {unit}s"
+    return f"{seconds} seconds"  # pragma: no cover - 1 divides everything
+
+
+def cron_words(expression: str) -> str:
+    """The common shapes of a cron expression in words; any other shape as written."""
+    fields = expression.split()
+    second = "0"
+    if len(fields) == 6:
+        second, *fields = fields
+    if len(fields) != 5 or not second.isdigit():
+        return f"cron {expression}"
+    minute, hour, dom, month, dow = fields
+    if month != "*":
+        return f"cron {expression}"
+    if minute.isdigit() and hour.isdigit():
+        clock = f"at {int(hour):02d}:{int(minute):02d}"
+        if second != "0":
+            clock += f":{int(second):02d}"
+        return _days_words(clock, dom, dow, expression)
+    if dom == "*" and dow == "*" and hour == "*" and second == "0":
+        if minute == "*":
+            return "every minute"
+        if minute.startswith("*/") and minute[2:].isdigit():
+            return f"every {duration_words(60 * int(minute[2:]))}"
+        if minute.isdigit():
+            return f"at minute {int(minute)} of every hour"
+    hourly = dom == "*" and dow == "*" and minute.isdigit() and second == "0"
+    if hourly and hour.startswith("*/") and hour[2:].isdigit():
+        step = int(hour[2:])
+        return f"every {duration_words(3600 * step)}, at minute {int(minute)}"
+    return f"cron {expression}"
+
+
+def _days_words(clock: str, dom: str, dow: str, expression: str) -> str:
+    if dom == "*" and dow == "*":
+        return f"{clock} every day"
+    if dom == "*":
+        days = _weekdays(dow)
+        return f"{clock} on {days}" if days else f"cron {expression}"
+    if dow == "*" and dom.isdigit():
+        return f"{clock} on day {int(dom)} of every month"
+    return f"cron {expression}"
+
+
+def _weekdays(dow: str) -> str | None:
+    """'1-5' -> 'Monday to Friday', '0,6' -> 'Sunday and Saturday'; None if unusual."""
+    text = dow.lower()
+    for name, number in _DAY_NAMES.items():
+        text = text.replace(name, number)
+    if "-" in text and "," not in text:
+        first, _, last = text.partition("-")
+        if first.isdigit() and last.isdigit():
+            return f"{_DAYS[int(first) % 7]} to {_DAYS[int(last) % 7]}"
+        return None
+    parts = text.split(",")
+    if not all(part.isdigit() and int(part) <= 7 for part in parts):
+        return None
+    names = [_DAYS[int(part) % 7] for part in parts]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _calendar_words(trigger: CalendarTrigger) -> str:
+    units = [
+        (trigger.years, "year"),
+        (trigger.months, "month"),
+        (trigger.weeks, "week"),
+        (trigger.days, "day"),
+    ]
+    parts = [unit if n == 1 else f"{n} {unit}s" for n, unit in units if n]
+    clock = f"{trigger.hour:02d}:{trigger.minute:02d}"
+    if trigger.second:
+        clock += f":{trigger.second:02d}"
+    return f"at {clock} every {' and '.join(parts)}"
+
+
+def local_time(instant: datetime, zone_name: str) -> str:
+    """'2026-12-02 02:30 EST' in the zone named."""
+    local = instant.astimezone(ZoneInfo(zone_name))
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+
+
+def utc_time(instant: datetime) -> str:
+    return f"{instant.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def relative_words(instant: datetime, now: datetime) -> str:
+    """'in 5 minutes', '3 hours ago' (rounded down to the largest unit)."""
+    delta = instant - now
+    ahead = delta >= timedelta(0)
+    seconds = int(abs(delta.total_seconds()))
+    for size, unit in _UNITS:
+        if seconds >= size:
+            count = seconds // size
+            amount = f"{count} {unit}" + ("" if count == 1 else "s")
+            return f"in {amount}" if ahead else f"{amount} ago"
+    return "now"

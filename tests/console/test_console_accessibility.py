@@ -1,0 +1,89 @@
+"""axe-core (bundled with axe-playwright-python, nothing downloaded) on every page."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import log_in
+from tests.fixtures.target import RecordingTarget, Response
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+SERIOUS = {"serious", "critical"}
+
+
+def serious_violations(page: Any) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']} — "
+        + "; ".join(node["target"][0] for node in violation["nodes"][:3])
+        for violation in results.response["violations"]
+        if violation["impact"] in SERIOUS
+    ]
+
+
+@pytest.fixture(scope="module")
+def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
+    """A task with a succeeded and a failed run, and the paths of every page."""
+    name = f"axe-{uuid.uuid4().hex[:8]}"
+    target.respond(f"/{name}", Response(200, b"fine"), Response(500, b"broken"))
+    task = api.post(
+        "/tasks",
+        json={
+            "name": name,
+            "description": "Checked by axe",
+            "tags": ["nightly"],
+            "trigger": {"kind": "interval", "every": 900},
+            "target": {"url": target.url(f"/{name}")},
+        },
+    ).json()
+    runs = [api.post(f"/tasks/{task['id']}/runs").json() for _ in range(2)]
+    return {
+        "tasks": "/ui/",
+        "task": f"/ui/tasks/{name}",
+        "run": f"/ui/runs/{runs[0]['id']}",
+        "runs": "/ui/runs",
+        "calendars": "/ui/calendars",
+        "not found": "/ui/tasks/no-such-task",
+    }
+
+
+@pytest.mark.parametrize(
+    "where", ["login", "tasks", "task", "run", "runs", "calendars", "not found"]
+)
+def test_no_serious_accessibility_violation(
+    where: str, new_page: Any, subjects: dict[str, str]
+) -> None:
+    page = new_page()
+    if where == "login":
+        page.goto("/ui/login")
+    else:
+        log_in(page)
+        page.goto(subjects[where])
+    assert serious_violations(page) == []
+
+
+def test_no_serious_accessibility_violation_on_a_dry_run(
+    new_page: Any, subjects: dict[str, str]
+) -> None:
+    page = new_page()
+    log_in(page)
+    page.goto(subjects["task"])
+    page.get_by_role("button", name="Dry run").click()
+    page.get_by_role("heading", name="Dry run").wait_for()
+    assert serious_violations(page) == []
+
+
+def test_no_serious_accessibility_violation_at_360_px(
+    new_page: Any, subjects: dict[str, str]
+) -> None:
+    page = new_page(width=360, height=740)
+    log_in(page)
+    for where in ("tasks", "task"):
+        page.goto(subjects[where])
+        assert serious_violations(page) == [], where

@@ -1,0 +1,189 @@
+"""The console in a real browser, against a real `serve` on PostgreSQL calling a real
+recording target: what an operator sees and does."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import VIEWER, log_in
+from tests.fixtures.target import RecordingTarget, Response
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def expect() -> Any:
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect
+
+
+def create(api: httpx.Client, target: RecordingTarget, **fields: Any) -> dict[str, Any]:
+    name = fields.pop("name", f"task-{uuid.uuid4().hex[:8]}")
+    body = {
+        "name": name,
+        "trigger": {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"},
+        "target": {"url": target.url(f"/{name}"), "method": "POST"},
+        **fields,
+    }
+    response = api.post("/tasks", json=body)
+    assert response.status_code == 201, response.text
+    task: dict[str, Any] = response.json()
+    return task
+
+
+def utc_words(instant: str) -> str:
+    """'2026-12-02T07:30:00Z' as the console writes it: '2026-12-02 07:30:00 UTC'."""
+    return instant.replace("T", " ").replace("Z", " UTC")
+
+
+def test_a_task_made_through_the_api_is_listed_with_its_trigger_and_next_run(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    page = new_page()
+    log_in(page)
+    row = page.get_by_role("row").filter(has_text=task["name"])
+    expect()(row).to_contain_text("at 02:30 every day, New York time")
+    expect()(row).to_contain_text("enabled")
+    expect()(row).to_contain_text(utc_words(task["next_run_at"]))
+    expect()(row).to_contain_text(re.compile(r"02:30:00 E[SD]T"))
+
+
+def test_the_pause_button_pauses_the_task_and_the_api_agrees(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    page.get_by_role("button", name="Pause").click()
+    expect()(page.get_by_role("status")).to_contain_text("Paused")
+    expect()(page.locator(".facts")).to_contain_text("paused")
+    assert api.get(f"/tasks/{task['id']}").json()["enabled"] is False
+    page.get_by_role("button", name="Resume").click()
+    expect()(page.locator(".facts")).to_contain_text("enabled")
+    assert api.get(f"/tasks/{task['id']}").json()["enabled"] is True
+
+
+def test_run_now_shows_the_run_with_its_http_status(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    target.respond(f"/{task['name']}", Response(201, b"created"))
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    page.get_by_role("button", name="Run now").click()
+    page.wait_for_url("**/ui/runs/*")
+    # A running run's page refreshes itself (console.js) until the run is over.
+    facts = page.locator(".facts")
+    expect()(facts).to_contain_text("succeeded", timeout=20_000)
+    expect()(facts).to_contain_text("201")
+    expect()(page.locator(".excerpt")).to_have_text("created")
+    assert len(target.received(f"/{task['name']}")) == 1
+    # The task page lists it; opening it from there shows the same run.
+    page.goto(f"/ui/tasks/{task['name']}")
+    runs = page.locator("table.runs")
+    expect()(runs).to_contain_text("succeeded")
+    expect()(runs).to_contain_text("manual")
+    runs.get_by_role("link").first.click()
+    expect()(page.locator(".facts")).to_contain_text("201")
+
+
+def test_a_failing_targets_error_is_shown(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    target.respond(f"/{task['name']}", Response(503, b"down for maintenance"))
+    run = api.post(f"/tasks/{task['id']}/runs").json()
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/runs/{run['id']}")
+    expect()(page.locator(".facts")).to_contain_text("failed", timeout=20_000)
+    expect()(page.locator(".facts")).to_contain_text("503")
+    expect()(page.locator("pre.error-text")).to_contain_text("503")
+    expect()(page.locator(".excerpt")).to_have_text("down for maintenance")
+    page.goto("/ui/")
+    row = page.get_by_role("row").filter(has_text=task["name"])
+    expect()(row).to_contain_text("failed")
+    expect()(row.get_by_role("img")).to_have_attribute("aria-label", re.compile("1 failed"))
+
+
+def test_a_read_only_token_sees_no_buttons_and_cannot_post(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    page = new_page()
+    log_in(page, VIEWER)
+    page.goto(f"/ui/tasks/{task['name']}")
+    expect()(page.locator("h1")).to_have_text(task["name"])
+    for name in ("Run now", "Pause", "Resume"):
+        expect()(page.get_by_role("button", name=name)).to_have_count(0)
+    expect()(page.get_by_role("button", name="Dry run")).to_have_count(1)
+    csrf = page.locator("input[name=csrf_token]").first.get_attribute("value")
+    answer = page.request.post(
+        f"/ui/tasks/{task['name']}/pause", form={"csrf_token": csrf}, max_redirects=0
+    )
+    assert answer.status == 403
+    assert api.get(f"/tasks/{task['id']}").json()["enabled"] is True
+
+
+def test_what_users_and_targets_supply_is_shown_as_text(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    script = "<script>document.title='pwned'</script>"
+    task = create(api, target, description=f"nightly {script} job", tags=["x-1"])
+    html = b"<h2 id='injected'>hi</h2><img src=x onerror=\"document.title='pwned'\">"
+    target.respond(f"/{task['name']}", Response(200, html, {"Content-Type": "text/html"}))
+    run = api.post(f"/tasks/{task['id']}/runs").json()
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    expect()(page.locator(".description")).to_have_text(f"nightly {script} job")
+    page.goto(f"/ui/runs/{run['id']}")
+    expect()(page.locator(".excerpt")).to_have_text(html.decode(), timeout=20_000)
+    expect()(page.locator("#injected")).to_have_count(0)
+    assert "pwned" not in page.title()
+
+
+@pytest.mark.parametrize("where", ["tasks", "task", "run"])
+def test_a_360_px_wide_page_does_not_scroll_sideways(
+    where: str, new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target, name=f"a-rather-long-task-name-{uuid.uuid4().hex}", tags=["t1"])
+    run = api.post(f"/tasks/{task['id']}/runs").json()
+    page = new_page(width=360, height=740)
+    log_in(page)
+    page.goto(
+        {"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "run": f"/ui/runs/{run['id']}"}[
+            where
+        ]
+    )
+    widths = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert widths[0] <= widths[1], f"the page is {widths[0]} px wide in a {widths[1]} px window"
+
+
+def test_run_now_by_keyboard_alone(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("() => document.activeElement.textContent.trim()")
+        if focused == "Run now":
+            break
+    else:
+        pytest.fail("Tab never reached the Run now button")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/ui/runs/*")
+    expect()(page.locator("h1")).to_contain_text("Run")

@@ -1,0 +1,214 @@
+"""The console over HTTP on the in-memory store (fast): access, CSRF, headers, paging,
+filters and escaping, as a browser would meet them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from entrypoints.container import build_container
+from entrypoints.http.app import create_app
+from tests.entrypoints.helpers import cron_task, make_settings
+
+WRITER, READER = "writer-token", "reader-token"
+Client = AsyncTestClient[Any]
+
+
+async def _client(tokens: str) -> AsyncIterator[Client]:
+    app = create_app(build_container(make_settings(api_tokens=tokens)))
+    async with AsyncTestClient(app=app) as client:
+        yield client
+
+
+@pytest.fixture
+async def open_console() -> AsyncIterator[Client]:
+    """No tokens configured: the console needs no login."""
+    async for client in _client(""):
+        yield client
+
+
+@pytest.fixture
+async def guarded() -> AsyncIterator[Client]:
+    async for client in _client(f"{WRITER},{READER}:read"):
+        yield client
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf_token" value="([0-9a-f]+)"', html)
+    assert found, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+async def log_in(client: Client, token: str) -> None:
+    response = await client.post("/ui/login", data={"token": token}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+
+
+async def create(client: Client, body: dict[str, Any], token: str | None = WRITER) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = await client.post("/tasks", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+async def test_every_answer_carries_the_security_headers(open_console: Client) -> None:
+    for path in ("/ui/", "/ui/static/console.css", "/ui/static/console.js", "/ui/login"):
+        response = await open_console.get(path)
+        assert response.status_code == 200, path
+        csp = response.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "default-src 'none'" in csp, path
+        assert "unsafe-inline" not in csp
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["referrer-policy"] == "same-origin"
+        assert re.fullmatch(r"app;dur=\d+\.\d", response.headers["server-timing"])
+    page = await open_console.get("/ui/")
+    assert page.headers["cache-control"] == "no-store"
+    assert "<script>" not in page.text and " style=" not in page.text  # nothing inline
+
+
+async def test_without_tokens_a_mutation_needs_the_csrf_token_of_its_session(
+    open_console: Client,
+) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/"), token=None)
+    page = await open_console.get("/ui/tasks/nightly-report")
+    token = csrf_of(page.text)
+    refused = await open_console.post("/ui/tasks/nightly-report/pause", data={})
+    assert refused.status_code == 403
+    assert "CSRF" in refused.text
+    forged = await open_console.post(
+        "/ui/tasks/nightly-report/pause", data={"csrf_token": "0" * 64}
+    )
+    assert forged.status_code == 403
+    assert (await open_console.get("/tasks/nightly-report")).json()["enabled"] is True
+    done = await open_console.post(
+        "/ui/tasks/nightly-report/pause", data={"csrf_token": token}, follow_redirects=False
+    )
+    assert done.status_code == 303
+    assert done.headers["location"] == "/ui/tasks/nightly-report?done=paused"
+    assert (await open_console.get("/tasks/nightly-report")).json()["enabled"] is False
+
+
+async def test_a_csrf_token_belongs_to_one_session(guarded: Client) -> None:
+    await create(guarded, cron_task("http://127.0.0.1:9/"))
+    await log_in(guarded, WRITER)
+    writer_csrf = csrf_of((await guarded.get("/ui/")).text)
+    guarded.cookies.clear()
+    await log_in(guarded, f"{WRITER}")  # the same token gives the same session
+    assert csrf_of((await guarded.get("/ui/")).text) == writer_csrf
+    async for other in _client(f"{WRITER},second-writer"):
+        await create(other, cron_task("http://127.0.0.1:9/"))
+        await log_in(other, "second-writer")
+        answer = await other.post(
+            "/ui/tasks/nightly-report/pause", data={"csrf_token": writer_csrf}
+        )
+        assert answer.status_code == 403
+
+
+async def test_with_tokens_the_console_asks_for_one(guarded: Client) -> None:
+    answer = await guarded.get("/ui/tasks", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
+    wrong = await guarded.post("/ui/login", data={"token": "guess"})
+    assert wrong.status_code == 401
+    assert "not configured" in wrong.text
+    login = await guarded.post("/ui/login", data={"token": WRITER}, follow_redirects=False)
+    cookie = login.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
+    assert "Secure" not in cookie and "Path=/ui" in cookie
+    assert (await guarded.get("/ui/")).status_code == 200
+    logout = await guarded.post(
+        "/ui/logout",
+        data={"csrf_token": csrf_of((await guarded.get("/ui/")).text)},
+        follow_redirects=False,
+    )
+    assert logout.status_code == 303
+    assert "Max-Age=0" in logout.headers["set-cookie"]
+    guarded.cookies.clear()
+    assert (await guarded.get("/ui/", follow_redirects=False)).status_code == 303
+
+
+async def test_behind_https_the_cookie_is_secure(guarded: Client) -> None:
+    login = await guarded.post(
+        "/ui/login",
+        data={"token": WRITER},
+        headers={"X-Forwarded-Proto": "https"},
+        follow_redirects=False,
+    )
+    assert "Secure" in login.headers["set-cookie"]
+
+
+async def test_a_read_only_token_sees_no_buttons_and_its_mutation_is_403(
+    guarded: Client,
+) -> None:
+    await create(guarded, cron_task("http://127.0.0.1:9/"))
+    await log_in(guarded, READER)
+    page = await guarded.get("/ui/tasks/nightly-report")
+    assert page.status_code == 200
+    assert "Run now" not in page.text and ">Pause<" not in page.text
+    assert "Dry run" in page.text  # changes nothing, so a reader may
+    answer = await guarded.post(
+        "/ui/tasks/nightly-report/run", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert answer.status_code == 403
+    assert "read-only" in answer.text
+    runs = await guarded.get(
+        "/tasks/nightly-report/runs", headers={"Authorization": f"Bearer {READER}"}
+    )
+    assert runs.json()["items"] == []
+    dry = await guarded.post(
+        "/ui/tasks/nightly-report/dry-run", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert dry.status_code == 200
+    assert "POST http://127.0.0.1:9/" in dry.text
+
+
+async def test_names_descriptions_tags_and_headers_are_escaped(open_console: Client) -> None:
+    body = cron_task(
+        "http://127.0.0.1:9/",
+        description='<script>alert("x")</script>',
+        target={"url": "http://127.0.0.1:9/", "headers": {"X-Note": "<b>&amp;</b>"}},
+    )
+    await create(open_console, body, token=None)
+    page = (await open_console.get("/ui/tasks/nightly-report")).text
+    assert '<script>alert("x")</script>' not in page
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
+    assert "<b>&amp;</b>" not in page and "&lt;b&gt;&amp;amp;&lt;/b&gt;" in page
+
+
+async def test_the_tasks_page_pages_and_filters(open_console: Client) -> None:
+    for index in range(55):
+        tags = ["even"] if index % 2 == 0 else ["odd"]
+        body = cron_task("http://127.0.0.1:9/", name=f"job-{index:02d}", tags=tags)
+        await create(open_console, {**body, "enabled": index != 3}, token=None)
+    first = (await open_console.get("/ui/")).text
+    assert first.count('<th scope="row"') == 50
+    cursor = re.search(r'rel="next" href="/ui/\?cursor=([^"]+)"', first)
+    assert cursor
+    second = (await open_console.get(f"/ui/?cursor={cursor.group(1)}")).text
+    # Tasks made in the same second are ordered by id: compare the sets of names.
+    names = [set(re.findall(r">(job-\d\d)</a>", page)) for page in (first, second)]
+    assert len(names[1]) == 5 and not names[0] & names[1]
+    assert names[0] | names[1] == {f"job-{index:02d}" for index in range(55)}
+    assert 'rel="next"' not in second
+    odd = (await open_console.get("/ui/?tag=odd&name=job-1")).text
+    assert odd.count('<th scope="row"') == 5  # job-11, 13, 15, 17, 19
+    paused = (await open_console.get("/ui/?state=paused")).text
+    assert paused.count('<th scope="row"') == 1 and "job-03" in paused
+    none = (await open_console.get("/ui/?name=nothing")).text
+    assert "No task matches these filters." in none
+
+
+async def test_unknown_things_are_pages_not_json(open_console: Client) -> None:
+    for path in (
+        "/ui/tasks/missing",
+        "/ui/runs/not-a-uuid",
+        f"/ui/runs/{'0' * 8}-0000-0000-0000-{'0' * 12}",
+    ):
+        answer = await open_console.get(path)
+        assert answer.status_code == 404, path
+        assert answer.headers["content-type"].startswith("text/html")
+    bad = await open_console.get("/ui/?cursor=garbage")
+    assert bad.status_code == 422 and "cursor" in bad.text

@@ -1,0 +1,55 @@
+"""Triggers in words, as the console writes them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from domain.triggers import TRIGGER_ADAPTER
+from entrypoints.http.console.words import relative_words, trigger_words
+
+
+@pytest.mark.parametrize(
+    ("trigger", "words"),
+    [
+        (
+            {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"},
+            "at 02:30 every day, New York time",
+        ),
+        ({"kind": "cron", "expression": "*/15 * * * *"}, "every 15 minutes, UTC"),
+        (
+            {"kind": "cron", "expression": "* * * * *", "timezone": "Europe/London"},
+            "every minute, London time",
+        ),
+        (
+            {"kind": "cron", "expression": "0 9 * * 1-5", "timezone": "Europe/Paris"},
+            "at 09:00 on Monday to Friday, Paris time",
+        ),
+        ({"kind": "cron", "expression": "0 9 * * sat,sun"}, "at 09:00 on Saturday and Sunday, UTC"),
+        ({"kind": "cron", "expression": "0 6 1 * *"}, "at 06:00 on day 1 of every month, UTC"),
+        ({"kind": "cron", "expression": "15 */2 * * *"}, "every 2 hours, at minute 15, UTC"),
+        ({"kind": "cron", "expression": "30 30 2 * * *"}, "at 02:30:30 every day, UTC"),
+        ({"kind": "cron", "expression": "0 0 1 1 *"}, "cron 0 0 1 1 *, UTC"),
+        ({"kind": "interval", "every": 900}, "every 15 minutes"),
+        ({"kind": "interval", "every": 3600}, "every hour"),
+        ({"kind": "interval", "every": 90}, "every 90 seconds"),
+        (
+            {"kind": "calendar", "weeks": 2, "hour": 9, "timezone": "Asia/Tokyo"},
+            "at 09:00 every 2 weeks, Tokyo time",
+        ),
+        (
+            {"kind": "one_shot", "run_at": "2030-01-02T03:04:00", "timezone": "America/New_York"},
+            "once, at 2030-01-02 03:04, New York time",
+        ),
+    ],
+)
+def test_trigger_words(trigger: dict[str, object], words: str) -> None:
+    assert trigger_words(TRIGGER_ADAPTER.validate_python(trigger)) == words
+
+
+def test_relative_words() -> None:
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert relative_words(now + timedelta(minutes=5, seconds=3), now) == "in 5 minutes"
+    assert relative_words(now - timedelta(hours=1), now) == "1 hour ago"
+    assert relative_words(now, now) == "now"
