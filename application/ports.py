@@ -176,6 +176,11 @@ class TaskStore(Protocol):
         twice however runs are written between pages."""
         ...
 
+    async def recent_runs(self, task_ids: Sequence[UUID], limit: int) -> dict[UUID, list[Run]]:
+        """The last `limit` runs of each task (as `list_runs` without status or key), in
+        one read; every id given is a key, a task without runs maps to []."""
+        ...
+
     async def request_cancel(self, run_id: UUID) -> Run:
         """Mark a RUNNING run's lease as cancel-requested and notify the engines.
         Raises RunNotFound, RunNotRunning."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -243,13 +242,10 @@ class SchedulingService:
         )
 
     async def recent_runs(self, task_ids: Sequence[UUID], count: int) -> dict[UUID, list[Run]]:
-        """The last `count` runs of each task, newest first (for a page of tasks at
-        once: one page of runs per task, read concurrently)."""
+        """The last `count` runs of each task, newest first, in one read (a page of
+        tasks with their recent history, as the console's tasks page shows them)."""
         _check_limit(count)
-        histories = await asyncio.gather(
-            *(self._store.list_runs(task_id, None, None, count) for task_id in task_ids)
-        )
-        return dict(zip(task_ids, histories, strict=True))
+        return await self._store.recent_runs(task_ids, count)
 
     async def get_run(self, run_id: UUID) -> Run:
         return await self._store.get_run(run_id)

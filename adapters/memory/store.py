@@ -248,6 +248,18 @@ class InMemoryTaskStore:
     async def get_run(self, run_id: UUID) -> Run:
         return self._run(run_id)
 
+    async def recent_runs(self, task_ids: Sequence[UUID], limit: int) -> dict[UUID, list[Run]]:
+        wanted = set(task_ids)
+        recent: dict[UUID, list[Run]] = {task_id: [] for task_id in task_ids}
+        for run in sorted(
+            (run for run in self._runs.values() if run.task_id in wanted),
+            key=lambda run: (run.scheduled_for, run.id),
+            reverse=True,
+        ):
+            if len(recent[run.task_id]) < limit:
+                recent[run.task_id].append(run)
+        return recent
+
     async def list_runs(
         self, task_id: UUID, status: RunStatus | None, after: RunPageKey | None, limit: int
     ) -> list[Run]:

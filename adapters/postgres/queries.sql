@@ -367,6 +367,20 @@ WHERE task_id = %(task_id)s AND (%(status)s::text IS NULL OR status = %(status)s
 ORDER BY scheduled_for DESC, id DESC
 LIMIT %(limit)s;
 
+-- recent_runs --
+-- The last runs of each task of a page, newest first: one short range scan of the
+-- history index per task (LATERAL), in one round trip for the whole page.
+SELECT recent.*
+FROM unnest(%(task_ids)s::uuid[]) WITH ORDINALITY AS wanted(id, position)
+CROSS JOIN LATERAL (
+    SELECT {run_columns}
+    FROM {schema}.runs
+    WHERE runs.task_id = wanted.id
+    ORDER BY scheduled_for DESC, id DESC
+    LIMIT %(limit)s
+) AS recent
+ORDER BY wanted.position, recent.scheduled_for DESC, recent.id DESC;
+
 -- request_cancel --
 -- Flag a run's lease so that the replica running it stops it.
 UPDATE {schema}.run_leases SET cancel_requested = true WHERE run_id = %(id)s;

@@ -361,6 +361,15 @@ class PostgresTaskStore:
         rows = await self._read(query, params)
         return [to_run(row) for row in rows]
 
+    async def recent_runs(self, task_ids: Sequence[UUID], limit: int) -> dict[UUID, list[Run]]:
+        recent: dict[UUID, list[Run]] = {task_id: [] for task_id in task_ids}
+        if recent:
+            rows = await self._all("recent_runs", {"task_ids": list(recent), "limit": limit})
+            for row in rows:
+                run = to_run(row)
+                recent[run.task_id].append(run)
+        return recent
+
     async def request_cancel(self, run_id: UUID) -> Run:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)

@@ -491,6 +491,22 @@ async def test_run_history_is_newest_first_and_pages_once(store: TaskStore) -> N
     assert {r.id for r in done} == {r.id for r in runs[:3]}
 
 
+async def test_recent_runs_gives_each_task_its_newest_runs(store: TaskStore) -> None:
+    busy = await store.create_task(make_task(enabled=False, max_running_instances=10))
+    quiet = await store.create_task(make_task(enabled=False))
+    idle = await store.create_task(make_task(enabled=False))
+    runs = [(await store.start_manual_run(busy.id, T0 + i * MINUTE, REPLICA)).run for i in range(4)]
+    [lone] = [(await store.start_manual_run(quiet.id, T0, REPLICA)).run]
+    await store.finish_run(runs[0].id, succeeded())
+    recent = await store.recent_runs([idle.id, busy.id, quiet.id], 3)
+    assert list(recent) == [idle.id, busy.id, quiet.id]
+    assert recent[idle.id] == []
+    assert [r.id for r in recent[busy.id]] == [r.id for r in reversed(runs[1:])]
+    assert recent[busy.id] == await store.list_runs(busy.id, None, None, 3)
+    assert [r.id for r in recent[quiet.id]] == [lone.id]
+    assert await store.recent_runs([], 3) == {}
+
+
 # -- finishing in batches --------------------------------------------------------------
 
 S, F, C = RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED

@@ -37,7 +37,6 @@ class Bar:
     height: int
     status: str
     title: str
-    href: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +49,15 @@ class Strip:
 def run_strip(runs: list[Run], zone_name: str) -> Strip:
     """The last runs, oldest on the left; `runs` come newest first."""
     chosen = list(reversed(runs[:STRIP_RUNS]))
+    zone = ZoneInfo(zone_name)
     bars = []
     for index, run in enumerate(chosen):
         y, height = _BAR_SHAPE[run.status]
-        when = local_time(run.scheduled_for, zone_name)
-        bars.append(
-            Bar(
-                index * STRIP_BAR,
-                y,
-                height,
-                run.status.value,
-                f"{run.status.value} — {when}",
-                f"/ui/runs/{run.id}",
-            )
-        )
-    counts = Counter(run.status.value for run in chosen)
+        local = run.scheduled_for.astimezone(zone)
+        # A StrEnum formats as its value (cheaper than .value, 1,500 times a page).
+        title = f"{run.status} — {local:%Y-%m-%d %H:%M} {local.tzname()}"
+        bars.append(Bar(index * STRIP_BAR, y, height, run.status, title))
+    counts = Counter(str(run.status) for run in chosen)
     summary = ", ".join(f"{n} {status}" for status, n in counts.most_common()) or "no runs yet"
     return Strip(max(len(chosen), 1) * STRIP_BAR, bars, summary)
 
