@@ -99,7 +99,9 @@ def timeline(
     ticks = []
     day = now.astimezone(zone).date() + timedelta(days=1)
     while (midnight := datetime.combine(day, time(), zone)) < end:
-        ticks.append(Tick(x_of(midnight), f"{midnight:%a %d}"))
+        # A label too close to the right edge would be cut off: the tick stays, unlabelled.
+        label = f"{midnight:%a %d}" if x_of(midnight) < TIMELINE_WIDTH - 40 else ""
+        ticks.append(Tick(x_of(midnight), label))
         day += timedelta(days=1)
     marks = [
         Mark(x_of(fire), f"{local_time(fire, zone_name)} ({utc_time(fire)})")
