@@ -112,6 +112,10 @@ def test_a_failing_targets_error_is_shown(
     row = page.get_by_role("row").filter(has_text=task["name"])
     expect()(row).to_contain_text("failed")
     expect()(row.get_by_role("img")).to_have_attribute("aria-label", re.compile("1 failed"))
+    page.goto(f"/ui/runs?status=failed&task={task['name']}")
+    listed = page.locator("table.runs")
+    expect()(listed).to_contain_text(task["name"])
+    expect()(listed).to_contain_text("503")
 
 
 def test_a_read_only_token_sees_no_buttons_and_cannot_post(

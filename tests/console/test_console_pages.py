@@ -212,3 +212,24 @@ async def test_unknown_things_are_pages_not_json(open_console: Client) -> None:
         assert answer.headers["content-type"].startswith("text/html")
     bad = await open_console.get("/ui/?cursor=garbage")
     assert bad.status_code == 422 and "cursor" in bad.text
+
+
+async def test_the_runs_page_lists_every_tasks_runs_with_the_filters_of_get_runs(
+    open_console: Client,
+) -> None:
+    first = await create(open_console, cron_task("http://127.0.0.1:9/", name="first"), None)
+    second = await create(open_console, cron_task("http://127.0.0.1:9/", name="second"), None)
+    gone = await create(open_console, cron_task("http://127.0.0.1:9/", name="gone"), None)
+    for task in (first, second, second, gone):
+        assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
+    await open_console.delete(f"/tasks/{gone['id']}")
+    every = (await open_console.get("/ui/runs")).text
+    assert every.count('<th scope="row"') == 4
+    assert ">first</a>" in every and ">second</a>" in every and "(deleted task)" in every
+    only = (await open_console.get("/ui/runs?task=second")).text
+    assert only.count('<th scope="row"') == 2 and ">first</a>" not in only
+    assert "No run matches these filters." in (await open_console.get("/ui/runs?tag=none")).text
+    later = (await open_console.get("/ui/runs?since=2999-01-01T00:00")).text
+    assert later.count('<th scope="row"') == 0
+    bad = await open_console.get("/ui/runs?since=yesterday")
+    assert bad.status_code == 422 and "since" in bad.text

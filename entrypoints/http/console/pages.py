@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
-from domain.errors import RunNotFound
+from domain.errors import InvalidRequest, RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from entrypoints.http.console.pictures import STRIP_RUNS, run_strip, timeline
@@ -140,12 +141,67 @@ class ConsolePages(Controller):
         )
 
     @get("/runs", name="console:runs", include_in_schema=False)
-    async def runs(self, request: Request[Any, Any, Any]) -> Response[str]:
-        return render(request, "runs.html", live=False)
+    async def runs(
+        self,
+        request: Request[Any, Any, Any],
+        scheduling: NamedDependency[SchedulingService],
+        status: FromQuery[RunStatus | None] = None,
+        task: Text = "",
+        tag: Text = "",
+        since: Text = "",
+        until: Text = "",
+        cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
+    ) -> Response[str]:
+        page = await scheduling.list_all_runs(
+            status=status,
+            task=task.strip() or None,
+            tag=tag.strip() or None,
+            since=_instant("since", since),
+            until=_instant("until", until),
+            limit=RUNS_PAGE_SIZE * 2,
+            cursor=cursor or None,
+        )
+        tasks = await _tasks_of(scheduling, page.items)
+        return render(
+            request,
+            "runs.html",
+            rows=[(run, tasks.get(run.task_id)) for run in page.items],
+            filters={"task": task, "tag": tag, "since": since, "until": until},
+            status=status.value if status else "",
+            statuses=[s.value for s in RunStatus],
+            next_cursor=page.next_cursor,
+            paged=cursor is not None,
+            live=True,
+        )
 
     @get("/calendars", name="console:calendars", include_in_schema=False)
     async def calendars(self, request: Request[Any, Any, Any]) -> Response[str]:
         return render(request, "calendars.html", live=False)
+
+
+def _instant(field: str, text: str) -> datetime | None:
+    """A time from a filter form: ISO 8601; without an offset it is UTC (the form says so)."""
+    if not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID, Task]:
+    """The tasks of a page of runs (each read once; a deleted task is left out)."""
+
+    async def find(task_id: UUID) -> Task | None:
+        try:
+            return await scheduling.get_task(task_id)
+        except TaskNotFound:
+            return None
+
+    ids = list(dict.fromkeys(run.task_id for run in runs))
+    found = await asyncio.gather(*(find(task_id) for task_id in ids))
+    return {task.id: task for task in found if task is not None}
 
 
 # What the task page says after an action redirected to it (`?done=`): fixed words,
