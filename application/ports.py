@@ -54,6 +54,15 @@ class RunFilter:
     backfill_id: UUID | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class TaskUpdate:
+    """One write of `TaskStore.apply_tasks`, as `update_task` takes it."""
+
+    task: Task
+    expected_version: int
+    reschedule: bool
+
+
 class TaskStore(Protocol):
     """Tasks, runs, leases and task history. Every mutation of a task notifies the
     waker's channel in the same transaction, so engines wake as soon as the write is
@@ -100,6 +109,22 @@ class TaskStore(Protocol):
         """Delete the task and its leases; its runs and history stay readable, the history
         ending with the deletion (`domain.history.deleted`, at `at`, else the store's
         clock). Raises TaskNotFound."""
+        ...
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        """In one transaction, all or nothing: create each of `created` as `create_task`
+        does, write each of `updated` as `update_task` does, delete each of `deleted` as
+        `delete_task` does (at `at`), with their history versions and one notification.
+        Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
+        nothing, when any one of them would."""
         ...
 
     async def task_history(

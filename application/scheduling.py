@@ -73,6 +73,11 @@ class SchedulingService:
         """
         now = truncate(self._clock.now())
         self._executor.check(spec.target)
+        return await self._store.create_task(self.new_task(spec, now), actor=actor)
+
+    def new_task(self, spec: TaskSpec, now: datetime) -> Task:
+        """The task `spec` makes when created at `now`: due at its first fire time at or
+        after now. Raises InvalidRequest for a one-shot already past its grace."""
         trigger = complete_trigger(spec.trigger, now)
         task = Task(
             **spec.model_dump(exclude={"trigger"}),
@@ -82,7 +87,7 @@ class SchedulingService:
             updated_at=now,
         )
         self._reject_spent_one_shot(task, now)
-        return await self._store.create_task(self._scheduled(task, now), actor=actor)
+        return self._scheduled(task, now)
 
     async def get_task(self, ref: str | UUID) -> Task:
         """The task with this id or, failing that, this name. Raises TaskNotFound."""

@@ -39,6 +39,11 @@ class VersionConflict(SchedulerError):
         self.actual = actual
 
 
+class PreconditionNotMet(SchedulerError):
+    """A conditional write whose condition does not hold: `If-Match` naming a task that
+    does not exist, `If-None-Match: *` naming one that does."""
+
+
 class RunNotRunning(SchedulerError):
     def __init__(self, run_id: UUID | str, status: str) -> None:
         super().__init__(f"run {str(run_id)!r} is {status}, not running")

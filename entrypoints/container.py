@@ -18,6 +18,7 @@ from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
 from application.scheduling import SchedulingService
+from application.sync import TaskSync
 from entrypoints.metrics import PrometheusObserver
 from entrypoints.settings import ConfigurationError, Settings, load_settings, split_list
 
@@ -119,6 +120,9 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         dispatcher=engine,
         replica=settings.provided.replica,
+    )
+    sync = providers.Singleton(
+        TaskSync, store=task_store, executor=executor, clock=clock, service=scheduling
     )
 
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
-from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
+from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
@@ -60,16 +60,20 @@ class InMemoryTaskStore:
 
     async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
         async with self._lock:
-            if task.name in self._names:
-                raise DuplicateTaskName(task.name)
-            if task.id in self._tasks:
-                raise ValueError(f"a task with id {task.id} already exists")
-            stored = _copy(task.model_copy(update={"version": 1}))
-            self._tasks[task.id] = stored
-            self._names[task.name] = task.id
-            self._history[task.id] = [created(stored, actor)]
+            stored = self._create(task, actor)
         self.notifier.notify()
         return _copy(stored)
+
+    def _create(self, task: Task, actor: str | None) -> Task:
+        if task.name in self._names:
+            raise DuplicateTaskName(task.name)
+        if task.id in self._tasks:
+            raise ValueError(f"a task with id {task.id} already exists")
+        stored = _copy(task.model_copy(update={"version": 1}))
+        self._tasks[task.id] = stored
+        self._names[task.name] = task.id
+        self._history[task.id] = [created(stored, actor)]
+        return stored
 
     async def get_task(self, task_id: UUID) -> Task:
         return _copy(self._task(task_id))
@@ -99,34 +103,74 @@ class InMemoryTaskStore:
         self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
     ) -> Task:
         async with self._lock:
-            stored = self._task(task.id)
-            if stored.version != expected_version:
-                raise VersionConflict(task.id, expected_version, stored.version)
-            owner = self._names.get(task.name)
-            if owner is not None and owner != task.id:
-                raise DuplicateTaskName(task.name)
-            fields = _WRITABLE + _SCHEDULE if reschedule else _WRITABLE
-            update = {name: getattr(task, name) for name in fields}
-            update |= {"version": stored.version + 1, "updated_at": task.updated_at}
-            updated = _copy(stored.model_copy(update=update))
-            del self._names[stored.name]
-            self._names[updated.name] = updated.id
-            self._tasks[updated.id] = updated
-            self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
+            updated = self._update(task, expected_version, reschedule, actor)
         self.notifier.notify()
         return _copy(updated)
+
+    def _update(
+        self, task: Task, expected_version: int, reschedule: bool, actor: str | None
+    ) -> Task:
+        stored = self._task(task.id)
+        if stored.version != expected_version:
+            raise VersionConflict(task.id, expected_version, stored.version)
+        owner = self._names.get(task.name)
+        if owner is not None and owner != task.id:
+            raise DuplicateTaskName(task.name)
+        fields = _WRITABLE + _SCHEDULE if reschedule else _WRITABLE
+        update = {name: getattr(task, name) for name in fields}
+        update |= {"version": stored.version + 1, "updated_at": task.updated_at}
+        updated = _copy(stored.model_copy(update=update))
+        del self._names[stored.name]
+        self._names[updated.name] = updated.id
+        self._tasks[updated.id] = updated
+        self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
+        return updated
 
     async def delete_task(
         self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
     ) -> None:
         async with self._lock:
-            task = self._task(task_id)
-            when = truncate(at or datetime.now(UTC))
-            self._history.setdefault(task_id, []).append(deleted(task, when, actor))
-            del self._tasks[task_id]
-            del self._names[task.name]
-            for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
-                del self._leases[run_id]
+            self._delete(task_id, at, actor)
+        self.notifier.notify()
+
+    def _delete(self, task_id: UUID, at: datetime | None, actor: str | None) -> None:
+        task = self._task(task_id)
+        when = truncate(at or datetime.now(UTC))
+        self._history.setdefault(task_id, []).append(deleted(task, when, actor))
+        del self._tasks[task_id]
+        del self._names[task.name]
+        for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
+            del self._leases[run_id]
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        async with self._lock:
+            # Every check first, so that a failing one leaves everything as it was.
+            names = dict(self._names)
+            for task_id in deleted:
+                del names[self._task(task_id).name]
+            for update in updated:
+                stored = self._task(update.task.id)
+                if stored.version != update.expected_version:
+                    raise VersionConflict(stored.id, update.expected_version, stored.version)
+                del names[stored.name]
+            for task in [*created, *(update.task for update in updated)]:
+                if task.name in names:
+                    raise DuplicateTaskName(task.name)
+                names[task.name] = task.id
+            for task_id in deleted:
+                self._delete(task_id, at, actor)
+            for update in updated:
+                self._update(update.task, update.expected_version, update.reschedule, actor)
+            for task in created:
+                self._create(task, actor)
         self.notifier.notify()
 
     async def task_history(

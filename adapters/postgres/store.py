@@ -33,7 +33,7 @@ from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task, to_version, version_params
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
-from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey
+from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
 from domain.errors import (
     DuplicateTaskName,
@@ -43,7 +43,8 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
-from domain.history import TaskVersion, created
+from domain.history import TaskVersion
+from domain.history import created as first_version
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 
@@ -135,7 +136,9 @@ class PostgresTaskStore:
             async with self._transaction() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["insert_task"], task_params(task))
-                await conn.execute(self._q["insert_history"], version_params(created(task, actor)))
+                await conn.execute(
+                    self._q["insert_history"], version_params(first_version(task, actor))
+                )
                 row = await cur.fetchone()
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
@@ -204,6 +207,51 @@ class PostgresTaskStore:
             if await cur.fetchone() is None:
                 raise TaskNotFound(task_id)
             await self._notify(conn, self.tasks_channel, task_id)
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        """One transaction whose statements go out batched (executemany in the pipeline):
+        a round trip per kind of write, however many tasks."""
+        try:
+            async with self._transaction() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                if deleted:
+                    gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
+                    await cur.executemany(self._q["delete_task"], gone, returning=True)
+                    for task_id in deleted:
+                        if await cur.fetchone() is None:
+                            raise TaskNotFound(task_id)
+                        cur.nextset()
+                if updated:
+                    params = [
+                        task_params(u.task)
+                        | {
+                            "expected_version": u.expected_version,
+                            "reschedule": u.reschedule,
+                            "actor": actor,
+                        }
+                        for u in updated
+                    ]
+                    await cur.executemany(self._q["update_task"], params, returning=True)
+                    for update in updated:
+                        if await cur.fetchone() is None:
+                            raise VersionConflict(update.task.id, update.expected_version)
+                        cur.nextset()
+                if created:
+                    await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
+                    versions = [version_params(first_version(t, actor)) for t in created]
+                    await cur.executemany(self._q["insert_history"], versions)
+                await self._notify(conn, self.tasks_channel, "apply")
+        except psycopg.errors.UniqueViolation as exc:
+            names = ", ".join(task.name for task in created)
+            raise DuplicateTaskName(names) from exc
 
     async def task_history(
         self, task_id: UUID, before_version: int | None, limit: int

@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from litestar.di import Provide
 
 from application.scheduling import SchedulingService
+from application.sync import TaskSync
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
 from entrypoints.http.console import console_router
@@ -17,6 +18,7 @@ from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.preview import TriggerController
 from entrypoints.http.problems import EXCEPTION_HANDLERS
 from entrypoints.http.runs import RunController
+from entrypoints.http.sync import SyncController
 from entrypoints.http.tasks import TaskController
 from entrypoints.metrics import PrometheusObserver
 from entrypoints.runtime import running
@@ -43,6 +45,9 @@ def create_app(
     def scheduling() -> SchedulingService:
         return container.scheduling()
 
+    def sync() -> TaskSync:
+        return container.sync()
+
     def readiness() -> Readiness:
         return Readiness(container.task_store(), container.engine() if run_engine else None)
 
@@ -55,7 +60,7 @@ def create_app(
     limiter = FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window)
     api = Router(
         path="/",
-        route_handlers=[TaskController, RunController, TriggerController],
+        route_handlers=[TaskController, SyncController, RunController, TriggerController],
         guards=[bearer_guard(settings.grants, limiter)],
         security=SECURITY,
     )
@@ -63,6 +68,7 @@ def create_app(
         route_handlers=[api, console_router(settings.grants, limiter), *HEALTH_HANDLERS],
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
+            "sync": Provide(sync, sync_to_thread=False),
             "actor": Provide(actor, sync_to_thread=False),
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),

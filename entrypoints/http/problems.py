@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
+    PreconditionNotMet,
     RunNotFound,
     RunNotRunning,
     StoreUnavailable,
@@ -98,6 +99,10 @@ def version_conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict
     return problem(412, "stale-version", f"{detail}; read the task again and retry")
 
 
+def precondition_not_met(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    return problem(412, "precondition-failed", str(exc))
+
+
 def invalid_request(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     assert isinstance(exc, InvalidRequest)
     return _validation(exc.errors)
@@ -168,6 +173,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     RunNotRunning: conflict,
     VersionConflict: version_conflict,
     PreconditionFailed: version_conflict,
+    PreconditionNotMet: precondition_not_met,
     InvalidRequest: invalid_request,
     ValidationError: invalid_model,
     ValidationException: invalid_parameter,

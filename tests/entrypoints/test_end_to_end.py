@@ -275,7 +275,8 @@ API_MD_ROUTES = {
     ("delete", "/tasks/{id}"), ("post", "/tasks/{id}/pause"), ("post", "/tasks/{id}/resume"),
     ("post", "/tasks/{id}/dry-run"), ("post", "/tasks/{id}/runs"), ("get", "/tasks/{id}/runs"),
     ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"),
-    ("get", "/tasks/{id}/upcoming"), ("get", "/tasks/{id}/history"),
+    ("get", "/tasks/{id}/upcoming"), ("get", "/tasks/{id}/history"), ("put", "/tasks/{id}"),
+    ("post", "/tasks/apply"),
     ("post", "/triggers/preview"), ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
 }  # fmt: skip
 OPEN_ROUTES = {"/healthz", "/readyz", "/metrics"}

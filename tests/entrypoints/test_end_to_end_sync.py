@@ -95,3 +95,43 @@ async def test_history_records_each_change_with_the_token_label(
         assert (await api.delete("/tasks/audited", headers=deployer)).status_code == 204
         gone = await api.get(f"/tasks/{created.json()['id']}/history", headers=deployer)
         assert gone.json()["items"][0]["changes"] == {"deleted": [False, True]}
+
+
+async def test_put_and_apply_through_the_real_server(
+    api: AsyncClient, recording_target: RecordingTarget
+) -> None:
+    def spec(**fields: Any) -> dict[str, Any]:
+        trigger = {"kind": "interval", "every": 3600}
+        return {"trigger": trigger, "target": {"url": recording_target.url()}, **fields}
+
+    created = await api.put("/tasks/file-a", json=spec(tags=["files"]))
+    assert created.status_code == 201, created.text
+    assert (await api.put("/tasks/file-a", json=spec(tags=["files"]))).json()["version"] == 1
+    assert (await api.put("/tasks/file-b", json=spec(tags=["files"]))).status_code == 201
+    body = {
+        "tasks": [
+            {"name": "file-a", **spec(tags=["files"], description="changed")},
+            {"name": "file-c", **spec(tags=["files"])},
+        ],
+        "prune": True,
+        "selector": {"tag": "files"},
+    }
+    dry = await api.post("/tasks/apply", json={**body, "dry_run": True})
+    expected = {
+        "created": ["file-c"],
+        "updated": ["file-a"],
+        "unchanged": [],
+        "deleted": ["file-b"],
+    }
+    assert dry.json() == expected
+    assert (await api.get("/tasks/file-b")).status_code == 200
+    applied = await api.post("/tasks/apply", json=body)
+    assert applied.status_code == 200, applied.text
+    assert applied.json() == expected
+    listed = (await api.get("/tasks", params={"tag": "files"})).json()["items"]
+    assert sorted(task["name"] for task in listed) == ["file-a", "file-c"]
+    bad = {"tasks": [{"name": "file-d", **spec(max_running_instances=0)}]}
+    problem = await api.post("/tasks/apply", json=bad)
+    assert problem.status_code == 422
+    assert problem.json()["errors"][0]["field"] == "tasks[0].max_running_instances"
+    assert (await api.get("/tasks/file-d")).status_code == 404

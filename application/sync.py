@@ -1,0 +1,209 @@
+"""Declarative sync, for deploy pipelines that keep tasks in files: `PUT /tasks/{name}`
+(create or replace one task whole) and `POST /tasks/apply` (make the stored tasks match a
+list, all or nothing, in one transaction).
+
+A task whose stored writable fields already equal what is asked is left alone and keeps
+its version. What the scheduler filled in when it stored a trigger (the anchor of an
+interval without `start_at`, the `start_date` of a calendar without one) is carried over
+from the stored task when the rest of the trigger is equal, so re-applying the same file
+never re-anchors a schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskStore, TaskUpdate
+from domain.claims import truncate
+from domain.errors import (
+    DuplicateTaskName,
+    InvalidRequest,
+    PreconditionNotMet,
+    TaskNotFound,
+    VersionConflict,
+)
+from domain.tasks import Task, TaskSpec
+from domain.triggers import CalendarTrigger, IntervalTrigger, Trigger
+from domain.validation import FieldError
+
+if TYPE_CHECKING:
+    from application.scheduling import SchedulingService
+
+# A concurrent change between reading and writing retries the whole request this often.
+_ATTEMPTS = 5
+_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+class TaskSync:
+    """The sync use cases, on the same store, executor and clock as `SchedulingService`
+    (whose rules for a new task and for a change they reuse)."""
+
+    def __init__(
+        self, store: TaskStore, executor: Executor, clock: Clock, service: SchedulingService
+    ) -> None:
+        self._store = store
+        self._executor = executor
+        self._clock = clock
+        self._service = service
+
+    async def put_task(
+        self,
+        spec: TaskSpec,
+        *,
+        if_match: int | None = None,
+        must_exist: bool = False,
+        if_none_match: bool = False,
+        actor: str | None = None,
+    ) -> tuple[Task, bool]:
+        """Create the task `spec.name` names, or replace its writable fields with `spec`
+        (fields left out already took their defaults). Returns the task and whether it
+        was created. `if_match` (a version) or `must_exist` (`If-Match: *`) only replace;
+        `if_none_match` (`If-None-Match: *`) only creates. Raises PreconditionNotMet,
+        InvalidRequest."""
+        self._executor.check(spec.target)
+        for _ in range(_ATTEMPTS):
+            now = truncate(self._clock.now())
+            try:
+                current = await self._store.get_task_by_name(spec.name)
+            except TaskNotFound:
+                current = None
+            if current is None:
+                if if_match is not None or must_exist:
+                    raise PreconditionNotMet(f"no task named {spec.name!r} exists (If-Match)")
+                try:
+                    task = self._service.new_task(spec, now)
+                    return await self._store.create_task(task, actor=actor), True
+                except DuplicateTaskName:
+                    continue  # created meanwhile: replace it instead
+            if if_none_match:
+                raise PreconditionNotMet(f"a task named {spec.name!r} exists (If-None-Match: *)")
+            if if_match is not None and current.version != if_match:
+                raise PreconditionNotMet(
+                    f"task {spec.name!r} is at version {current.version}, not {if_match}"
+                )
+            wanted = carried(spec, current)
+            if wanted == current.spec():
+                return current, False
+            task, reschedule = self._service.planned(current, wanted)
+            try:
+                updated = await self._store.update_task(
+                    task, current.version, reschedule=reschedule, actor=actor
+                )
+                return updated, False
+            except (VersionConflict, TaskNotFound):
+                if if_match is not None:
+                    raise PreconditionNotMet(f"task {spec.name!r} changed meanwhile") from None
+        raise VersionConflict(spec.name, -1)
+
+    async def apply(
+        self,
+        specs: Sequence[TaskSpec],
+        *,
+        prune: bool = False,
+        selector_tag: str | None = None,
+        dry_run: bool = False,
+        actor: str | None = None,
+    ) -> ApplyResult:
+        """Make the stored tasks match `specs` in one transaction: create the missing,
+        replace the changed, leave the equal ones (and their versions); with `prune`,
+        delete the stored tasks not listed (only those carrying `selector_tag` when
+        given). All or nothing: a bad spec raises InvalidRequest naming `tasks[i].field`
+        and nothing is written. With `dry_run`, the same answer and nothing written."""
+        seen: dict[str, int] = {}
+        for i, spec in enumerate(specs):
+            if spec.name in seen:
+                raise InvalidRequest(f"tasks[{i}].name", f"repeats tasks[{seen[spec.name]}].name")
+            seen[spec.name] = i
+            with _prefixed(i):
+                self._executor.check(spec.target)
+        for _ in range(_ATTEMPTS):
+            now = truncate(self._clock.now())
+            stored = {task.name: task for task in await self._all_tasks()}
+            result = ApplyResult()
+            created: list[Task] = []
+            updated: list[TaskUpdate] = []
+            for i, spec in enumerate(specs):
+                current = stored.get(spec.name)
+                with _prefixed(i):
+                    if current is None:
+                        created.append(self._service.new_task(spec, now))
+                        result.created.append(spec.name)
+                        continue
+                    wanted = carried(spec, current)
+                    if wanted == current.spec():
+                        result.unchanged.append(spec.name)
+                        continue
+                    task, reschedule = self._service.planned(current, wanted)
+                updated.append(TaskUpdate(task, current.version, reschedule))
+                result.updated.append(spec.name)
+            deleted = []
+            if prune:
+                for name, task in sorted(stored.items()):
+                    if name not in seen and (selector_tag is None or selector_tag in task.tags):
+                        deleted.append(task.id)
+                        result.deleted.append(name)
+            if dry_run:
+                return result
+            try:
+                await self._store.apply_tasks(created, updated, deleted, at=now, actor=actor)
+            except (VersionConflict, DuplicateTaskName, TaskNotFound):
+                continue  # a task changed meanwhile: read again, decide again
+            return result
+        raise VersionConflict("apply", -1)
+
+    async def _all_tasks(self) -> list[Task]:
+        tasks: list[Task] = []
+        after = None
+        while True:
+            page = await self._store.list_tasks(TaskFilter(), after, _PAGE)
+            tasks.extend(page)
+            if len(page) < _PAGE:
+                return tasks
+            after = TaskPageKey(page[-1].created_at, page[-1].id)
+
+
+def carried(spec: TaskSpec, current: Task) -> TaskSpec:
+    """`spec` with the stored trigger when they differ only in what the scheduler filled
+    in at store time (an interval's anchor, a calendar's start date)."""
+    trigger = carried_trigger(spec.trigger, current.trigger)
+    return spec if trigger is spec.trigger else spec.model_copy(update={"trigger": trigger})
+
+
+def carried_trigger(wanted: Trigger, stored: Trigger) -> Trigger:
+    candidate: Trigger = wanted
+    if isinstance(wanted, IntervalTrigger) and isinstance(stored, IntervalTrigger):
+        unanchored = wanted.start_at is None and wanted.anchor is None
+        if unanchored:
+            candidate = wanted.model_copy(update={"anchor": stored.anchor})
+    elif isinstance(wanted, CalendarTrigger) and isinstance(stored, CalendarTrigger):
+        undated = wanted.start_date is None and wanted.start_at is None
+        if undated:
+            candidate = wanted.model_copy(update={"start_date": stored.start_date})
+    return stored if candidate == stored else wanted
+
+
+class _prefixed:
+    """Re-raise an InvalidRequest about one spec with its fields under `tasks[i]`."""
+
+    def __init__(self, index: int) -> None:
+        self._prefix = f"tasks[{index}]"
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, InvalidRequest):
+            exc.errors[:] = [
+                FieldError(f"{self._prefix}.{error.field}", error.message) for error in exc.errors
+            ]
+            exc.args = ("; ".join(f"{e.field}: {e.message}" for e in exc.errors),)

@@ -1,0 +1,159 @@
+"""Declarative sync: `PUT /tasks/{name}` and `POST /tasks/apply`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Controller, Response, post, put
+from litestar.di import NamedDependency
+from litestar.params import BodyKwarg, HeaderParameter, PathParameter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from application.sync import TaskSync
+from domain.errors import InvalidRequest
+from domain.tasks import TAG_PATTERN, TaskSpec
+from domain.validation import FieldError, field_errors
+from entrypoints.http.body import JsonObjectBody
+from entrypoints.http.docs import ETAG, errors
+from entrypoints.http.models import TaskResource
+from entrypoints.http.tasks import IfMatch, expected_version, task_response
+
+IfNoneMatch = Annotated[
+    str | None,
+    HeaderParameter(name="If-None-Match", description="`*`: only create, never replace"),
+]
+
+
+class Selector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tag: str | None = Field(default=None, pattern=TAG_PATTERN)
+
+
+class ApplyRequest(BaseModel):
+    """The tasks that should exist, by name; what prune may delete; whether to write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[TaskSpec] = Field(max_length=100_000)
+    prune: bool = Field(
+        default=False, description="delete stored tasks not listed (those the selector picks)"
+    )
+    selector: Selector | None = Field(
+        default=None, description="what prune may delete: tasks carrying `tag` (default: all)"
+    )
+    dry_run: bool = Field(default=False, description="answer what would change, write nothing")
+
+
+class ApplyAnswer(BaseModel):
+    created: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    deleted: list[str]
+
+
+class SyncController(Controller):
+    path = "/tasks"
+    tags = ["tasks"]
+
+    @put(
+        "/{id:str}",
+        dto=JsonObjectBody[TaskSpec],
+        return_dto=None,
+        operation_id="putTask",
+        summary="Create or replace a task by name",
+        description=(
+            "Creates the task with this name, or replaces its writable fields whole: fields "
+            "left out take their defaults. 201 when created; 200 when replaced, or unchanged "
+            "(then its version stays). `If-Match` replaces only that version; "
+            "`If-None-Match: *` only creates (412 when the task exists). A `name` in the "
+            "body must be the one in the path."
+        ),
+        response_headers=[ETAG],
+        responses=errors(400, 412, 415, 422),
+    )
+    async def put_task(
+        self,
+        id: Annotated[str, PathParameter(description="The task's name.")],
+        data: Annotated[dict[str, Any], BodyKwarg()],
+        sync: NamedDependency[TaskSync],
+        actor: NamedDependency[str | None],
+        if_match: IfMatch = None,
+        if_none_match: IfNoneMatch = None,
+    ) -> Response[TaskResource]:
+        if "name" in data and data["name"] != id:
+            raise InvalidRequest("name", "must be the name in the path, or left out")
+        if data.get("name") is None:
+            data = {**data, "name": id}
+        try:
+            spec = TaskSpec.model_validate(data)
+        except ValidationError as exc:
+            raise InvalidRequest.of(field_errors(exc)) from None
+        if if_none_match is not None and if_none_match.strip() != "*":
+            raise InvalidRequest("If-None-Match", "only `*` is understood")
+        task, created = await sync.put_task(
+            spec,
+            if_match=expected_version(if_match),
+            must_exist=if_match is not None and if_match.strip() == "*",
+            if_none_match=if_none_match is not None,
+            actor=actor,
+        )
+        return task_response(task, 201 if created else 200)
+
+    @post(
+        "/apply",
+        status_code=200,
+        dto=JsonObjectBody[ApplyRequest],
+        return_dto=None,
+        operation_id="applyTasks",
+        summary="Make the stored tasks match a list, in one transaction",
+        description=(
+            "Creates the tasks missing, replaces the changed ones (fields left out take "
+            "their defaults), leaves the equal ones and their versions; with `prune`, "
+            "deletes the stored tasks not listed that the selector picks. All or nothing: "
+            "one bad spec is a 422 naming `tasks[i].field` and nothing is written. With "
+            "`dry_run`, the same answer and nothing written."
+        ),
+        responses=errors(400, 409, 412, 415, 422),
+    )
+    async def apply(
+        self,
+        data: Annotated[dict[str, Any], BodyKwarg()],
+        sync: NamedDependency[TaskSync],
+        actor: NamedDependency[str | None],
+    ) -> ApplyAnswer:
+        specs, rest = parse_apply(data)
+        tag = rest.selector.tag if rest.selector else None
+        result = await sync.apply(
+            specs, prune=rest.prune, selector_tag=tag, dry_run=rest.dry_run, actor=actor
+        )
+        return ApplyAnswer(
+            created=result.created,
+            updated=result.updated,
+            unchanged=result.unchanged,
+            deleted=result.deleted,
+        )
+
+
+def parse_apply(body: dict[str, Any]) -> tuple[list[TaskSpec], ApplyRequest]:
+    """The specs of an apply body, each validated on its own so that its errors are
+    named `tasks[i].field`, and the rest of the body. Raises InvalidRequest naming
+    every bad field."""
+    problems: list[FieldError] = []
+    items = body.get("tasks")
+    specs: list[TaskSpec] = []
+    if not isinstance(items, list):
+        problems.append(FieldError("tasks", "must be a list of task specs"))
+        items = []
+    for i, item in enumerate(items):
+        try:
+            specs.append(TaskSpec.model_validate(item))
+        except ValidationError as exc:
+            problems.extend(field_errors(exc, prefix=f"tasks[{i}]"))
+    try:
+        rest = ApplyRequest.model_validate({**body, "tasks": []})
+    except ValidationError as exc:
+        problems.extend(field_errors(exc))
+    if problems:
+        raise InvalidRequest.of(problems)
+    return specs, rest

@@ -1,0 +1,164 @@
+"""Declarative sync through the app (in-memory store): `PUT /tasks/{name}` and
+`POST /tasks/apply`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.test_api_errors import assert_problem, fields
+from tests.fixtures.target import RecordingTarget
+
+Client = AsyncTestClient[Any]
+
+
+def spec(target: RecordingTarget, **fields: Any) -> dict[str, Any]:
+    return {
+        "trigger": {"kind": "interval", "every": 3600},
+        "target": {"url": target.url("/sync")},
+        **fields,
+    }
+
+
+async def names(client: Client) -> set[str]:
+    return {task["name"] for task in (await client.get("/tasks")).json()["items"]}
+
+
+async def history(client: Client, name: str) -> list[int]:
+    items = (await client.get(f"/tasks/{name}/history")).json()["items"]
+    return [item["version"] for item in items]
+
+
+async def test_put_creates_replaces_and_leaves_an_equal_task_alone(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    created = await client.put("/tasks/synced", json=spec(recording_target, tags=["a"]))
+    assert created.status_code == 201, created.text
+    assert created.headers["etag"] == '"1"'
+    task = created.json()
+    assert (task["name"], task["tags"], task["version"]) == ("synced", ["a"], 1)
+
+    # The same spec again: unchanged, same version, same schedule (the interval's anchor
+    # the scheduler filled in is kept).
+    again = await client.put("/tasks/synced", json=spec(recording_target, tags=["a"]))
+    assert again.status_code == 200
+    assert (again.json()["version"], again.json()["trigger"]) == (1, task["trigger"])
+    assert await history(client, "synced") == [1]
+
+    # Replaced whole: a field left out takes its default.
+    replaced = await client.put(
+        "/tasks/synced", json=spec(recording_target, description="d"), headers={"If-Match": '"1"'}
+    )
+    assert replaced.status_code == 200, replaced.text
+    body = replaced.json()
+    assert (body["tags"], body["description"], body["version"]) == ([], "d", 2)
+    assert body["trigger"] == task["trigger"]  # anchored as before: the schedule stays
+    assert await history(client, "synced") == [2, 1]
+
+    stale = await client.put(
+        "/tasks/synced", json=spec(recording_target), headers={"If-Match": '"1"'}
+    )
+    assert_problem(stale, 412)
+    exists = await client.put(
+        "/tasks/synced", json=spec(recording_target), headers={"If-None-Match": "*"}
+    )
+    assert_problem(exists, 412)
+    missing = await client.put(
+        "/tasks/other", json=spec(recording_target), headers={"If-Match": '"1"'}
+    )
+    assert_problem(missing, 412)
+    only_new = await client.put(
+        "/tasks/other", json=spec(recording_target), headers={"If-None-Match": "*"}
+    )
+    assert only_new.status_code == 201
+    assert (await client.get("/tasks/synced")).json()["version"] == 2
+
+
+async def test_put_rejects_bad_specs_naming_the_field_and_writes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    bad = spec(recording_target)
+    bad["trigger"] = {"kind": "cron", "expression": "61 * * * *"}
+    assert fields(assert_problem(await client.put("/tasks/x", json=bad), 422)) == [
+        "trigger.expression"
+    ]
+    renamed = spec(recording_target, name="y")
+    assert fields(assert_problem(await client.put("/tasks/x", json=renamed), 422)) == ["name"]
+    assert fields(
+        assert_problem(await client.put("/tasks/bad name", json=spec(recording_target)), 422)
+    ) == ["name"]
+    assert await names(client) == set()
+
+
+async def test_apply_makes_the_stored_tasks_match_in_one_go(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    for name, tags in (
+        ("keep", ["team"]),
+        ("change", ["team"]),
+        ("stale", ["team"]),
+        ("other", []),
+    ):
+        assert (
+            await client.put(f"/tasks/{name}", json=spec(recording_target, tags=tags))
+        ).status_code == 201
+    body = {
+        "tasks": [
+            {"name": "keep", **spec(recording_target, tags=["team"])},
+            {"name": "change", **spec(recording_target, tags=["team"], jitter_seconds=5)},
+            {"name": "new", **spec(recording_target, tags=["team"])},
+        ],
+        "prune": True,
+        "selector": {"tag": "team"},
+    }
+    expected = {
+        "created": ["new"],
+        "updated": ["change"],
+        "unchanged": ["keep"],
+        "deleted": ["stale"],
+    }
+    dry = await client.post("/tasks/apply", json={**body, "dry_run": True})
+    assert dry.status_code == 200, dry.text
+    assert dry.json() == expected
+    assert await names(client) == {"keep", "change", "stale", "other"}
+
+    applied = await client.post("/tasks/apply", json=body)
+    assert applied.status_code == 200, applied.text
+    assert applied.json() == expected
+    assert await names(client) == {"keep", "change", "new", "other"}
+    assert (await client.get("/tasks/keep")).json()["version"] == 1
+    assert (await client.get("/tasks/change")).json()["jitter_seconds"] == 5
+    # Applying again changes nothing.
+    again = (await client.post("/tasks/apply", json=body)).json()
+    assert again == {
+        "created": [],
+        "updated": [],
+        "unchanged": ["keep", "change", "new"],
+        "deleted": [],
+    }
+
+
+async def test_apply_is_all_or_nothing(client: Client, recording_target: RecordingTarget) -> None:
+    await client.put("/tasks/existing", json=spec(recording_target))
+    bad = spec(recording_target)
+    bad["target"]["timeout_seconds"] = -1
+    body = {
+        "tasks": [{"name": "fine", **spec(recording_target)}, {"name": "broken", **bad}],
+        "prune": True,
+    }
+    problem = assert_problem(await client.post("/tasks/apply", json=body), 422)
+    assert fields(problem) == ["tasks[1].target.timeout_seconds"]
+    twice = {
+        "tasks": [{"name": "a", **spec(recording_target)}, {"name": "a", **spec(recording_target)}]
+    }
+    assert fields(assert_problem(await client.post("/tasks/apply", json=twice), 422)) == [
+        "tasks[1].name"
+    ]
+    unknown = {"tasks": [], "prun": True}
+    assert fields(assert_problem(await client.post("/tasks/apply", json=unknown), 422)) == ["prun"]
+    nameless = {"tasks": [spec(recording_target)]}
+    assert fields(assert_problem(await client.post("/tasks/apply", json=nameless), 422)) == [
+        "tasks[0].name"
+    ]
+    assert await names(client) == {"existing"}
