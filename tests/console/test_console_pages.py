@@ -233,3 +233,20 @@ async def test_the_runs_page_lists_every_tasks_runs_with_the_filters_of_get_runs
     assert later.count('<th scope="row"') == 0
     bad = await open_console.get("/ui/runs?since=yesterday")
     assert bad.status_code == 422 and "since" in bad.text
+
+
+async def test_a_change_from_the_console_is_in_the_history_under_the_tokens_label() -> None:
+    async for client in _client(f"alice={WRITER},{READER}:read"):
+        await create(client, cron_task("http://127.0.0.1:9/"))
+        await log_in(client, WRITER)
+        page = await client.get("/ui/tasks/nightly-report")
+        await client.post("/ui/tasks/nightly-report/pause", data={"csrf_token": csrf_of(page.text)})
+        history = await client.get(
+            "/tasks/nightly-report/history", headers={"Authorization": f"Bearer {WRITER}"}
+        )
+        newest = history.json()["items"][0]
+        assert newest["actor"] == "alice" and newest["changes"]["enabled"] == [True, False]
+        shown = (await client.get("/ui/tasks/nightly-report")).text
+        history_part = shown[shown.index('id="history-h"') : shown.index('id="definition-h"')]
+        assert "alice" in history_part and "<code>enabled</code>" in history_part
+        assert "<code>true</code> → <code>false</code>" in history_part

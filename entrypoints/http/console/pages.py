@@ -24,6 +24,8 @@ from entrypoints.http.console.words import trigger_words
 
 PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
+HISTORY_PAGE_SIZE = 10
+CHANGE_TEXT = 120  # characters of an old or new value shown; the API has the whole
 UPCOMING = 100  # the most the fire-time use case gives; the timeline shows a week of them
 State = Literal["", "enabled", "paused"]
 Text = Annotated[str, QueryParameter(max_length=200)]
@@ -82,9 +84,11 @@ class ConsolePages(Controller):
         status: FromQuery[RunStatus | None] = None,
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
         done: Annotated[str | None, QueryParameter(max_length=40)] = None,
+        history_cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
     ) -> Response[str]:
         task = await scheduling.get_task(ref)
         runs = await scheduling.list_runs(task.id, status, RUNS_PAGE_SIZE, cursor or None)
+        history = await scheduling.task_history(task.id, HISTORY_PAGE_SIZE, history_cursor or None)
         upcoming = await scheduling.upcoming(task.id, UPCOMING)
         now = _now()
         definition = task.spec().model_dump(mode="json", exclude={"description"})
@@ -103,6 +107,9 @@ class ConsolePages(Controller):
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
             done=DONE_MESSAGES.get(done or ""),
+            history=[(version, _changes(version.changes)) for version in history.items],
+            history_cursor=history.next_cursor,
+            history_paged=history_cursor is not None,
             now=now,
             live=False,
         )
@@ -177,6 +184,16 @@ class ConsolePages(Controller):
     @get("/calendars", name="console:calendars", include_in_schema=False)
     async def calendars(self, request: Request[Any, Any, Any]) -> Response[str]:
         return render(request, "calendars.html", live=False)
+
+
+def _changes(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
+    """Each changed field with its old and new value as short JSON text."""
+
+    def text(value: Any) -> str:
+        written = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        return written if len(written) <= CHANGE_TEXT else written[: CHANGE_TEXT - 1] + "…"
+
+    return [(field, text(old), text(new)) for field, (old, new) in sorted(changes.items())]
 
 
 def _instant(field: str, text: str) -> datetime | None:
