@@ -250,3 +250,15 @@ async def test_a_change_from_the_console_is_in_the_history_under_the_tokens_labe
         history_part = shown[shown.index('id="history-h"') : shown.index('id="definition-h"')]
         assert "alice" in history_part and "<code>enabled</code>" in history_part
         assert "<code>true</code> → <code>false</code>" in history_part
+
+
+async def test_guessing_tokens_at_the_login_form_is_limited_like_the_api() -> None:
+    settings = make_settings(api_tokens=WRITER, auth_failure_limit=2, auth_failure_window=60)
+    async with AsyncTestClient(app=create_app(build_container(settings))) as client:
+        for _ in range(2):
+            assert (await client.post("/ui/login", data={"token": "guess"})).status_code == 401
+        refused = await client.post("/ui/login", data={"token": WRITER})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
+        assert "set-cookie" not in refused.headers
+        api = await client.get("/tasks", headers={"Authorization": f"Bearer {WRITER}"})
+        assert api.status_code == 429  # one count for the form and the API
