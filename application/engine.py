@@ -12,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from application.claim_pass import ClaimPass, PassLoop, wait_for_waker, wait_or_stop
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
 from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
 from domain.errors import StoreUnavailable
-from domain.runs import ClaimedRun, RunStatus
+from domain.runs import ClaimedRun
 
 log = logging.getLogger("scheduler.engine")
 
@@ -56,12 +56,9 @@ class TriggerLoop:
         self._stopping = False
         self._stop_requested = asyncio.Event()
         self._slots_free = asyncio.Event()
-        self._starved = False
-        # At most half the ceiling per claim, so that while one half of a saturated
-        # engine's runs is being recorded, the other half is claimed and called.
-        self._chunk = max(1, min(settings.batch_size, settings.max_concurrent_runs // 2))
+        self._claims = ClaimPass(store, clock, settings, observer, self._runs, log)
+        self._passes = PassLoop(settings)
         self._refill_timer: asyncio.TimerHandle | None = None
-        self._healthy = False
         self._waker_started = False
         self._last_pass_at: datetime | None = None
         self._housekeeping = Housekeeping(store, settings, observer, self._runs)
@@ -74,7 +71,8 @@ class TriggerLoop:
     def alive(self) -> bool:
         """Running, not stopping, and the last pass over the store succeeded."""
         main = self._main
-        return main is not None and not main.done() and self._healthy and not self._stopping
+        healthy = self._passes.healthy
+        return main is not None and not main.done() and healthy and not self._stopping
 
     @property
     def in_flight(self) -> int:
@@ -131,28 +129,19 @@ class TriggerLoop:
 
     async def _run(self) -> None:
         try:
-            await self._loop()
+            await self._passes.run(
+                lambda: self._stopping, self._tick, self._sleep_until, self._failed
+            )
         except asyncio.CancelledError:
             if not self._stopping:
                 await self._runs.abandon()
             raise
         finally:
-            self._healthy = False
+            self._passes.healthy = False
 
-    async def _loop(self) -> None:
-        backoff = self._settings.store_retry_initial
-        while not self._stopping:
-            try:
-                deadline = await self._tick()
-            except Exception as exc:
-                self._healthy = False
-                self._report_store_error(exc, backoff)
-                await self._pause(backoff)
-                backoff = min(backoff * 2, self._settings.store_retry_max)
-                continue
-            self._healthy = True
-            backoff = self._settings.store_retry_initial
-            await self._sleep_until(deadline)
+    async def _failed(self, exc: Exception, retry_in: float) -> None:
+        self._report_store_error(exc, retry_in)
+        await wait_or_stop(self._stop_requested.wait, retry_in)
 
     async def _tick(self) -> datetime:
         """One pass over the store; returns when to look again at the latest."""
@@ -161,7 +150,7 @@ class TriggerLoop:
             await self._waker.start()
             self._waker_started = True
         await self._housekeeping.check_cancels()
-        claimed_at = await self._claim()
+        claimed_at = await self._claims.run(lambda: self._stopping)
         now = self._clock.now()
         await self._housekeeping.sweep(now)
         # Counted from the start of the pass: when the clock jumped while it ran (a fake
@@ -170,34 +159,10 @@ class TriggerLoop:
         self._last_pass_at = began
         return deadline
 
-    async def _claim(self) -> datetime | None:
-        """Claim batches while they come back full and slots are free. Returns the
-        instant of the last claim, after which nothing claimable was left due."""
-        settings = self._settings
-        claimed_at = None
-        while not self._stopping:
-            free = settings.max_concurrent_runs - len(self._runs)
-            if free <= 0:
-                self._starved = True
-                return None
-            limit = min(self._chunk, free)
-            began = time.perf_counter()
-            claimed_at = self._clock.now()
-            batch = await self._store.claim_due(claimed_at, limit, settings.replica)
-            seconds = time.perf_counter() - began
-            self._observer.claim_batch(len(batch), seconds)
-            if batch:
-                self._log_batch(batch, seconds)
-            for claimed in batch:
-                self._runs.dispatch(claimed)
-            if len(batch) < limit:
-                return claimed_at
-        return claimed_at
-
     async def _deadline(self, now: datetime, claimed_at: datetime | None) -> datetime:
         settings = self._settings
         deadline = self._housekeeping.deadline(now + settings.max_poll_interval)
-        if self._starved:
+        if self._claims.starved:
             return deadline  # a finishing run wakes the loop
         due = await self._store.next_due_at()
         if due is None or due >= deadline:
@@ -210,7 +175,7 @@ class TriggerLoop:
     async def _sleep_until(self, deadline: datetime) -> None:
         """Until the deadline, a notification, a freed slot, or stop."""
         if self._wake is None or self._wake.done():
-            self._wake = asyncio.create_task(self._wait_for_waker())
+            self._wake = asyncio.create_task(wait_for_waker(self._waker, self._settings, log))
         sleeper = asyncio.create_task(self._clock.sleep_until(deadline))
         slots = asyncio.create_task(self._slots_free.wait())
         stop = asyncio.create_task(self._stop_requested.wait())
@@ -221,22 +186,10 @@ class TriggerLoop:
                 waiter.cancel()
         self._slots_free.clear()
 
-    async def _wait_for_waker(self) -> None:
-        try:
-            await self._waker.wait()
-        except Exception as exc:
-            # The bounded sleep covers a broken waker; don't spin on it.
-            log.warning("waker failed: %s", exc, extra={"error": repr(exc)})
-            await asyncio.sleep(self._settings.store_retry_initial)
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stop_requested.wait(), seconds)
-
     def _slot_freed(self) -> None:
-        if not self._starved:
+        if not self._claims.starved:
             return
-        if self._settings.max_concurrent_runs - len(self._runs) >= self._chunk:
+        if self._claims.free >= self._claims.chunk:
             self._refill()
         elif self._refill_timer is None:
             self._refill_timer = asyncio.get_running_loop().call_later(REFILL_DELAY, self._refill)
@@ -245,8 +198,8 @@ class TriggerLoop:
         if self._refill_timer is not None:
             self._refill_timer.cancel()
             self._refill_timer = None
-        if self._starved:
-            self._starved = False
+        if self._claims.starved:
+            self._claims.starved = False
             self._slots_free.set()
 
     def _cancel_wake(self) -> None:
@@ -266,21 +219,6 @@ class TriggerLoop:
             log.warning("store unavailable; retrying", extra=fields)
         else:
             log.exception("engine pass failed; retrying", extra=fields)
-
-    def _log_batch(self, batch: list[ClaimedRun], seconds: float) -> None:
-        statuses = [claimed.run.status for claimed in batch]
-        log.info(
-            "claimed %d runs",
-            len(batch),
-            extra={
-                "replica": self._settings.replica,
-                "count": len(batch),
-                "running": statuses.count(RunStatus.RUNNING),
-                "missed": statuses.count(RunStatus.MISSED),
-                "skipped": statuses.count(RunStatus.SKIPPED),
-                "seconds": round(seconds, 6),
-            },
-        )
 
 
 if TYPE_CHECKING:

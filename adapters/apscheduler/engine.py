@@ -27,6 +27,7 @@ from apscheduler.executors.async_ import AsyncJobExecutor
 from adapters.apscheduler.passes import ClaimPasses
 from adapters.apscheduler.sync import EXECUTE, resync
 from adapters.apscheduler.triggers import ClockBridge
+from application.claim_pass import PassLoop, wait_for_waker, wait_or_stop
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.housekeeping import Housekeeping
@@ -75,7 +76,7 @@ class APSchedulerEngine:
         self._release = asyncio.Event()
         self._kick = asyncio.Event()
         self._stopping = False
-        self._healthy = False
+        self._tending_passes = PassLoop(settings)
         self._waker_started = False
         self._owed = False
         self._resync_wanted = True
@@ -101,7 +102,7 @@ class APSchedulerEngine:
             and not main.done()
             and scheduler is not None
             and scheduler.state is RunState.started
-            and self._healthy
+            and self._tending_passes.healthy
             and not self._passes.failing
             and not self._stopping
         )
@@ -190,20 +191,13 @@ class APSchedulerEngine:
     async def _tend_loop(self) -> None:
         if not await self._scheduler_ready():
             return
-        settings = self._settings
-        backoff = settings.store_retry_initial
-        while not self._stopping:
-            try:
-                deadline = await self._tend()
-            except Exception as exc:
-                self._healthy = False
-                self._report(exc, backoff)
-                await self._pause(backoff)
-                backoff = min(backoff * 2, settings.store_retry_max)
-                continue
-            self._healthy = True
-            backoff = settings.store_retry_initial
-            await self._sleep_until(deadline)
+        await self._tending_passes.run(
+            lambda: self._stopping, self._tend, self._sleep_until, self._failed
+        )
+
+    async def _failed(self, exc: Exception, retry_in: float) -> None:
+        self._report(exc, retry_in)
+        await wait_or_stop(self._until_stopping, retry_in)
 
     async def _scheduler_ready(self) -> bool:
         assert self._main is not None
@@ -261,7 +255,7 @@ class APSchedulerEngine:
     async def _sleep_until(self, deadline: datetime) -> None:
         """Until the deadline, a notification, a kick (owed pass, stop) or a retry."""
         if self._wake is None or self._wake.done():
-            self._wake = asyncio.create_task(self._wait_for_waker())
+            self._wake = asyncio.create_task(wait_for_waker(self._waker, self._settings, log))
         mine = {
             asyncio.create_task(self._clock.sleep_until(deadline)),
             asyncio.create_task(self._kick.wait()),
@@ -277,18 +271,6 @@ class APSchedulerEngine:
             self._resync_wanted = True
         self._kick.clear()
         self._retry_soon = False
-
-    async def _wait_for_waker(self) -> None:
-        try:
-            await self._waker.wait()
-        except Exception as exc:
-            # The bounded sleep covers a broken waker; don't spin on it.
-            log.warning("waker failed: %s", exc, extra={"error": repr(exc)})
-            await asyncio.sleep(self._settings.store_retry_initial)
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._until_stopping(), seconds)
 
     async def _until_stopping(self) -> None:
         while not self._stopping:

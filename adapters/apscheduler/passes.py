@@ -1,26 +1,26 @@
 """Claim passes: what a fired schedule's job does, through the store's own claim.
 
-A pass claims every due task in batches (`TaskStore.claim_due`, the same claim as the
-native loop: misfire, coalescing, jitter, leases and run history stay the store's and
-the domain's) and hands each claimed run to the `RunRunner`. Passes of one engine never
-overlap, and a job that fired while a pass was running waits for that pass to end and
-runs a new one only if no pass began after the job was requested: a burst of schedules
-firing at one instant costs one or two claim transactions, not one per schedule.
+A pass is the application's `ClaimPass`, the very one the native loop runs (batch
+sizing, at most half the ceiling per claim, the per-batch log line; misfire,
+coalescing, jitter, leases and run history stay the store's and the domain's). Passes
+of one engine never overlap, and a job that fired while a pass was running waits for
+that pass to end and runs a new one only if no pass began after the job was requested:
+a burst of schedules firing at one instant costs one or two claim transactions, not one
+per schedule.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime
 
+from application.claim_pass import ClaimPass
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, TaskStore
-from domain.runs import ClaimedRun, RunStatus
 
 log = logging.getLogger("scheduler.engine.apscheduler")
 
@@ -37,18 +37,25 @@ class ClaimPasses:
         runs: RunRunner,
         on_owed: Callable[[], None],
     ) -> None:
-        self._store = store
         self._clock = clock
         self._settings = settings
         self._observer = observer
-        self._runs = runs
+        self._claims = ClaimPass(store, clock, settings, observer, runs, log)
         self._on_owed = on_owed
         self._lock = asyncio.Lock()
         self._begun = 0
         self.closed = False
-        self.starved = False
         self.failing = False
         self.covered_at: datetime | None = None
+
+    @property
+    def starved(self) -> bool:
+        """A pass found no free slot: a finishing run owes one."""
+        return self._claims.starved
+
+    @starved.setter
+    def starved(self, value: bool) -> None:
+        self._claims.starved = value
 
     @property
     def busy(self) -> bool:
@@ -77,7 +84,7 @@ class ClaimPasses:
         self._begun += 1
         began = self._clock.now()
         try:
-            await self._claim_batches()
+            await self._claims.run(lambda: self.closed)
         except Exception as exc:
             self.failing = True
             self._observer.store_error(exc)
@@ -89,37 +96,3 @@ class ClaimPasses:
             return
         self.failing = False
         self.note_covered(began)
-
-    async def _claim_batches(self) -> None:
-        settings = self._settings
-        while not self.closed:
-            free = settings.max_concurrent_runs - len(self._runs)
-            if free <= 0:
-                self.starved = True  # a finishing run owes a pass
-                return
-            limit = min(settings.batch_size, free)
-            began = time.perf_counter()
-            batch = await self._store.claim_due(self._clock.now(), limit, settings.replica)
-            seconds = time.perf_counter() - began
-            self._observer.claim_batch(len(batch), seconds)
-            if batch:
-                self._log_batch(batch, seconds)
-            for claimed in batch:
-                self._runs.dispatch(claimed)
-            if len(batch) < limit:
-                return
-
-    def _log_batch(self, batch: list[ClaimedRun], seconds: float) -> None:
-        statuses = [claimed.run.status for claimed in batch]
-        log.info(
-            "claimed %d runs",
-            len(batch),
-            extra={
-                "replica": self._settings.replica,
-                "count": len(batch),
-                "running": statuses.count(RunStatus.RUNNING),
-                "missed": statuses.count(RunStatus.MISSED),
-                "skipped": statuses.count(RunStatus.SKIPPED),
-                "seconds": round(seconds, 6),
-            },
-        )

@@ -11,6 +11,7 @@ retry waits are real time, so the tests that need them use short ones.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -410,6 +411,30 @@ async def test_a_one_shot_fires_once(cluster: Cluster, recording_target: Recordi
     assert len(recording_target.received("/once")) == 1
     spent = await cluster.store.get_task(task.id)
     assert (spent.enabled, spent.next_run_at) == (True, None)
+
+
+async def test_a_saturated_engine_claims_half_its_ceiling_at_a_time(
+    cluster: Cluster, recording_target: RecordingTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both engines run the one claim pass: while every slot could be taken, a claim
+    takes at most half the ceiling, so that one half is called while the other half's
+    outcomes are recorded; each claim logs one line."""
+    caplog.set_level(logging.INFO, logger="scheduler.engine")
+    recording_target.respond("/busy", Response(delay=0.05))
+    tasks = [await cluster.add(make_task(recording_target, "/busy")) for _ in range(12)]
+    engine = await cluster.engine(max_concurrent_runs=4, batch_size=100)
+    cluster.clock.set(T0)
+    for task in tasks:
+        [run] = await cluster.wait_runs(task, 1)
+        assert run.status is RunStatus.SUCCEEDED
+    claims = [
+        record.__dict__["count"]
+        for record in caplog.records
+        if record.msg == "claimed %d runs" and record.__dict__["replica"] == "engine-1"
+    ]
+    assert sum(claims) == 12
+    assert max(claims) == 2
+    assert engine.in_flight == 0
 
 
 async def test_a_hanging_target_times_out_without_delaying_others(

@@ -1,0 +1,147 @@
+"""The claim pass both engines drive, and the outage retry they both loop with.
+
+A claim pass claims due runs in batches while they come back full and slots are free,
+and hands each claimed run to the `RunRunner`. The native `TriggerLoop` runs one pass
+per tick; the APScheduler engine runs one when a schedule fires. Batch sizing, the
+per-batch log line and the observer's figures are this module's, so the two engines
+cannot drift apart. docs/engine.md tells the whole story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+from application.engine_runs import RunRunner
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
+from application.ports import Clock, TaskStore, Waker
+from domain.runs import ClaimedRun, RunStatus
+
+
+def claim_chunk(settings: EngineSettings) -> int:
+    """The most runs one claim takes: `batch_size`, and at most half the ceiling, so
+    that while one half of a saturated engine's runs is being recorded, the other half
+    is claimed and called."""
+    return max(1, min(settings.batch_size, settings.max_concurrent_runs // 2))
+
+
+class ClaimPass:
+    """Claims batches for one engine, under its ceiling."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        clock: Clock,
+        settings: EngineSettings,
+        observer: EngineObserver,
+        runs: RunRunner,
+        log: logging.Logger,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._settings = settings
+        self._observer = observer
+        self._runs = runs
+        self._log = log
+        self.chunk = claim_chunk(settings)
+        self.starved = False  # a pass found no free slot: a finishing run owes one
+
+    @property
+    def free(self) -> int:
+        """Slots free under the engine's ceiling."""
+        return self._settings.max_concurrent_runs - len(self._runs)
+
+    async def run(self, closed: Callable[[], bool]) -> datetime | None:
+        """Claim batches while they come back full, slots are free and `closed()` is
+        false. Returns the instant of the last claim, after which nothing claimable was
+        left due; None when no slot was free (`starved` is then set) or none was made."""
+        claimed_at = None
+        while not closed():
+            free = self.free
+            if free <= 0:
+                self.starved = True
+                return None
+            limit = min(self.chunk, free)
+            began = time.perf_counter()
+            claimed_at = self._clock.now()
+            batch = await self._store.claim_due(claimed_at, limit, self._settings.replica)
+            seconds = time.perf_counter() - began
+            self._observer.claim_batch(len(batch), seconds)
+            if batch:
+                self._log_batch(batch, seconds)
+            for claimed in batch:
+                self._runs.dispatch(claimed)
+            if len(batch) < limit:
+                return claimed_at
+        return claimed_at
+
+    def _log_batch(self, batch: list[ClaimedRun], seconds: float) -> None:
+        statuses = [claimed.run.status for claimed in batch]
+        self._log.info(
+            "claimed %d runs",
+            len(batch),
+            extra={
+                "replica": self._settings.replica,
+                "count": len(batch),
+                "running": statuses.count(RunStatus.RUNNING),
+                "missed": statuses.count(RunStatus.MISSED),
+                "skipped": statuses.count(RunStatus.SKIPPED),
+                "seconds": round(seconds, 6),
+            },
+        )
+
+
+async def wait_for_waker(waker: Waker, settings: EngineSettings, log: logging.Logger) -> None:
+    """Until the waker reports a change. A broken waker is logged and waited out for
+    `store_retry_initial`: the engine's bounded sleep covers it, without spinning."""
+    try:
+        await waker.wait()
+    except Exception as exc:
+        log.warning("waker failed: %s", exc, extra={"error": repr(exc)})
+        await asyncio.sleep(settings.store_retry_initial)
+
+
+async def wait_or_stop(stopped: Callable[[], Awaitable[object]], seconds: float) -> None:
+    """Wait `seconds` (real time), or less when `stopped()` completes first."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopped(), seconds)
+
+
+class PassLoop:
+    """Runs an engine's passes until it stops, retrying through store outages.
+
+    After a pass, sleep until the deadline it returned; after a failed one, report it
+    through `failed(exc, retry_in)`, which waits `retry_in` seconds: `store_retry_initial`,
+    doubling up to `store_retry_max`, back to the start once a pass succeeds. `healthy`
+    says whether the last pass succeeded.
+    """
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self._settings = settings
+        self.healthy = False
+
+    async def run(
+        self,
+        stopping: Callable[[], bool],
+        one_pass: Callable[[], Awaitable[datetime]],
+        sleep_until: Callable[[datetime], Awaitable[None]],
+        failed: Callable[[Exception, float], Awaitable[None]],
+    ) -> None:
+        settings = self._settings
+        backoff = settings.store_retry_initial
+        while not stopping():
+            try:
+                deadline = await one_pass()
+            except Exception as exc:
+                self.healthy = False
+                await failed(exc, backoff)
+                backoff = min(backoff * 2, settings.store_retry_max)
+                continue
+            self.healthy = True
+            backoff = settings.store_retry_initial
+            await sleep_until(deadline)
