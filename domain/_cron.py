@@ -1,10 +1,12 @@
-"""Cron expressions: grammar, expansion, and the search for the next fire instant.
+"""Cron expressions: grammar, expansion, and stepping through matching wall times.
 
 The grammar is checked here, field by field, so that errors name the field and so that
-what croniter accepts but cron does not (``L``, ``W``, ``#``, ``?``, ``H``, a year field,
-descending ranges that croniter wraps around, ``5-5`` that croniter widens to the whole
-field) never reaches it. croniter then steps through naive wall-clock times of a
-normalised expression; the mapping of wall times to instants (the DST rules) is ours.
+what croniter accepts but cron does not (``W``, ``?``, ``H``, a year field, ``L`` and
+``#`` outside their fields, descending ranges that croniter wraps around, ``5-5`` that
+croniter widens to the whole field) never reaches it. The day rules ``L``, ``L-N``,
+``D#N`` and ``DL`` are ours: a schedule using them is stepped day by day here, never by
+croniter. croniter steps through naive wall-clock times of a normalised expression; the
+mapping of wall times to instants (the DST rules) is in `_cron_search`.
 """
 
 from __future__ import annotations
@@ -17,18 +19,10 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from domain._wallclock import (
-    ONE_SECOND,
-    UTC,
-    offset_at,
-    repeated_instant,
-    transition_between,
-    wall_instant,
-)
+from domain._wallclock import ONE_SECOND
 
 
 class CronError(ValueError):
@@ -70,13 +64,22 @@ _NUMBER = re.compile(r"[0-9]+")
 _FIELD_SEPARATOR = re.compile(r"[ \t]+")
 # Extensions of Quartz, Jenkins and croniter that cron does not have, with what they mean.
 _EXTENSIONS = (
-    (re.compile(r"#"), "'#' (nth weekday of the month)"),
-    (re.compile(r"\?"), "'?' (no specific value)"),
-    (re.compile(r"^[0-9]*L[0-9]*$|^LW$", re.IGNORECASE), "'L' (last day)"),
-    (re.compile(r"^[0-9]+W$|^W[0-9]+$", re.IGNORECASE), "'W' (nearest weekday)"),
-    (re.compile(r"^H(\(|/|$)", re.IGNORECASE), "'H' (hashed value)"),
-    (re.compile(r"^R(\(|$)", re.IGNORECASE), "'R' (random value)"),
+    (re.compile(r"#"), "'#' (nth weekday), which only day of week takes (D#N)"),
+    (re.compile(r"\?"), "'?' (no specific value), which cron lacks"),
+    (
+        re.compile(r"^[0-9]*LW$|^[0-9]+W$|^W[0-9]*$", re.IGNORECASE),
+        "'W' (nearest weekday), which cron lacks",
+    ),
+    (
+        re.compile(r"^L(-.*)?$|^[0-9]+L$|^(sun|mon|tue|wed|thu|fri|sat)L$", re.IGNORECASE),
+        "'L' (last), which only day of month (L, L-N) and day of week (DL) take",
+    ),
+    (re.compile(r"^H(\(|/|$)", re.IGNORECASE), "'H' (hashed value), which cron lacks"),
+    (re.compile(r"^R(\(|$)", re.IGNORECASE), "'R' (random value), which cron lacks"),
 )
+_LAST_DAY = re.compile(r"L(?:-([0-9]+))?", re.IGNORECASE)
+_NTH_WEEKDAY = re.compile(r"([0-9]+|[A-Za-z]+)#([0-9]*)")
+_LAST_WEEKDAY = re.compile(r"([0-9]+|[A-Za-z]+?)L", re.IGNORECASE)
 _FAST_DAYS = 31
 _ONE_DAY = timedelta(days=1)
 _FIELD_COUNT = (
@@ -99,6 +102,12 @@ class CronSchedule:
     all_hours: bool  # hourly or finer: fires at both instants of a repeated wall time
     canonical: str  # the same schedule as plain lists, seconds last, for croniter
     earliest: time  # the first matching time of a matching day
+    # The day rules: `L-N` as N (L is 0), `D#N` as (D, N), `DL` as D. A schedule with
+    # any of them is stepped day by day, never by croniter (which reads them otherwise).
+    before_last: frozenset[int] = frozenset()
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    last_weekdays: frozenset[int] = frozenset()
+    day_rules: bool = False
 
     def walls_from(self, start: datetime) -> Iterator[datetime]:
         """Matching naive wall times >= `start`, ascending, until past year 9999.
@@ -113,8 +122,10 @@ class CronSchedule:
         current = start
         while True:
             try:
-                wall = self.nearby(current)
+                wall = self.by_days(current) if self.day_rules else self.nearby(current)
             except OverflowError:
+                return
+            if wall is None and self.day_rules:
                 return
             if wall is None:
                 if stepper is None:
@@ -132,9 +143,32 @@ class CronSchedule:
     def day_matches(self, day: date) -> bool:
         if day.month not in self.months:
             return False
+        weekday = (day.weekday() + 1) % 7
         in_days = day.day in self.days
-        in_weekdays = (day.weekday() + 1) % 7 in self.weekdays
+        in_weekdays = weekday in self.weekdays
+        if self.day_rules:
+            length = calendar.monthrange(day.year, day.month)[1]
+            in_days = in_days or (length - day.day) in self.before_last
+            in_weekdays = (
+                in_weekdays
+                or (weekday, (day.day + 6) // 7) in self.nth_weekdays
+                or (weekday in self.last_weekdays and day.day + 7 > length)
+            )
         return (in_days or in_weekdays) if self.day_or else (in_days and in_weekdays)
+
+    def by_days(self, start: datetime) -> datetime | None:
+        """The first matching wall time >= `start`, looking day by day (months that do
+        not match are jumped over); None past year 9999 (OverflowError)."""
+        wall = self.later_same_day(start)
+        day = start.date()
+        while wall is None:
+            if day.month in self.months:
+                day += _ONE_DAY
+            else:  # the first of the next month
+                day = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+            if self.day_matches(day):
+                wall = datetime.combine(day, self.earliest)
+        return wall
 
     def nearby(self, start: datetime) -> datetime | None:
         """The first matching wall time >= `start` on its date or, when every month
@@ -181,14 +215,19 @@ def parse(expression: str) -> CronSchedule:
     if len(tokens) not in (5, 6):
         raise CronError(f"{_FIELD_COUNT}; got {len(tokens)}")
     fields = _SIX if len(tokens) == 6 else _FIVE
-    sets = [_expand(field, token) for field, token in zip(fields, tokens, strict=True)]
+    day_text, weekday_text = tokens[-3], tokens[-1]
+    plain_fields = fields[:-3] + fields[-2:-1]
+    plain_tokens = tokens[:-3] + tokens[-2:-1]
+    sets = [_expand(field, token) for field, token in zip(plain_fields, plain_tokens, strict=True)]
     if len(tokens) == 5:
         sets.insert(0, frozenset({0}))
-    seconds, minutes, hours, days, months, weekdays = sets
-    day_text, weekday_text = tokens[-3], tokens[-1]
+    seconds, minutes, hours, months = sets
+    days, before_last = _expand_days(day_text)
+    weekdays, nth_weekdays, last_weekdays = _expand_weekdays(weekday_text)
+    day_rules = bool(before_last or nth_weekdays or last_weekdays)
     day_or = day_text != "*" and weekday_text != "*"
     if not day_or:
-        _check_days_exist(days, months)
+        _check_days_exist(days, months, before_last)
     return CronSchedule(
         seconds=tuple(sorted(seconds)),
         minutes=tuple(sorted(minutes)),
@@ -202,7 +241,56 @@ def parse(expression: str) -> CronSchedule:
             seconds, minutes, hours, days, months, weekdays, day_or, has_seconds=len(tokens) == 6
         ),
         earliest=time(min(hours), min(minutes), min(seconds)),
+        before_last=before_last,
+        nth_weekdays=nth_weekdays,
+        last_weekdays=last_weekdays,
+        day_rules=day_rules,
     )
+
+
+def _expand_days(token: str) -> tuple[frozenset[int], frozenset[int]]:
+    """Day of month: plain values, and the `L` / `L-N` items as N (L is 0)."""
+    values: set[int] = set()
+    before_last: set[int] = set()
+    for item in token.split(","):
+        rule = _LAST_DAY.fullmatch(item)
+        if rule is None:
+            values.update(_expand_item(_DAY, item))
+            continue
+        if rule.group(1) is not None:
+            count = int(rule.group(1))
+            if not 1 <= count <= 30:
+                raise CronError(f"{_DAY.name} field: in {item!r}, N must be 1-30")
+            before_last.add(count)
+        else:
+            before_last.add(0)
+    if not values and not before_last:
+        raise CronError(f"{_DAY.name} field: empty")
+    return frozenset(values), frozenset(before_last)
+
+
+def _expand_weekdays(
+    token: str,
+) -> tuple[frozenset[int], frozenset[tuple[int, int]], frozenset[int]]:
+    """Day of week: plain values, `D#N` items as (D, N), `DL` items as D (0 = Sunday)."""
+    plain: list[str] = []
+    nth: set[tuple[int, int]] = set()
+    last: set[int] = set()
+    for item in token.split(","):
+        if (rule := _NTH_WEEKDAY.fullmatch(item)) is not None:
+            which = rule.group(2)
+            if not which or not 1 <= int(which) <= 5:
+                raise CronError(
+                    f"{_WEEKDAY.name} field: in {item!r}, N must be 1-5 (a month has at most"
+                    " five of each weekday)"
+                )
+            nth.add((_value(_WEEKDAY, rule.group(1)) % 7, int(which)))
+        elif (rule := _LAST_WEEKDAY.fullmatch(item)) is not None:
+            last.add(_value(_WEEKDAY, rule.group(1)) % 7)
+        else:
+            plain.append(item)
+    values = _expand(_WEEKDAY, ",".join(plain)) if plain else frozenset()
+    return values, frozenset(nth), frozenset(last)
 
 
 def _expand(field: _Field, token: str) -> frozenset[int]:
@@ -219,7 +307,7 @@ def _expand_item(field: _Field, item: str) -> range:
         raise CronError(f"{field.name} field: empty item in list")
     for pattern, meaning in _EXTENSIONS:
         if pattern.search(item):
-            raise CronError(f"{field.name} field: {item!r} uses {meaning}, which cron lacks")
+            raise CronError(f"{field.name} field: {item!r} uses {meaning}")
     base, slash, step_text = item.partition("/")
     step = 1
     if slash:
@@ -260,11 +348,20 @@ def _value(field: _Field, text: str) -> int:
     raise CronError(f"{field.name} field: {text!r} is not {kind}")
 
 
-def _check_days_exist(days: frozenset[int], months: frozenset[int]) -> None:
+def _check_days_exist(
+    days: frozenset[int], months: frozenset[int], before_last: frozenset[int] = frozenset()
+) -> None:
     """Reject day-of-month values no chosen month has (February counts 29 days)."""
     longest = {month: calendar.monthrange(2024, month)[1] for month in months}
     if any(day <= longest[month] for day in days for month in months):
         return
+    if any(count < longest[month] for count in before_last for month in months):
+        return
+    if before_last:
+        raise CronError(
+            f"day-of-month field: L-{max(before_last)} is before the first day of every"
+            " month chosen, so the expression can never fire"
+        )
     day_list = ", ".join(str(day) for day in sorted(days))
     month_list = ", ".join(calendar.month_name[month] for month in sorted(months))
     which = f"days {day_list} never occur" if len(days) > 1 else f"day {day_list} never occurs"
@@ -302,92 +399,3 @@ def _canonical(
     if has_seconds:
         fields.append(written(seconds, 60))
     return " ".join(fields)
-
-
-# A neighbourhood wider than any UTC-offset shift in tzdata (24 h, Alaska 1867 and Samoa
-# 2011). tzdata never puts two transitions of one zone within 95 h of each other, so a
-# window of 2 * _NEAR holds at most one transition and its two ends show both offsets.
-_NEAR = timedelta(hours=27)
-
-
-def next_fire(schedule: CronSchedule, tz: ZoneInfo, after: datetime) -> datetime | None:
-    """The first fire instant strictly after the aware UTC whole-second `after`.
-
-    Wall times are stepped in ascending order; their instants are not, around a
-    transition. So the search also looks at wall times just below the wall time of
-    `after` when a transition is near, and keeps stepping after a candidate until no
-    later wall time can map to an earlier instant.
-    """
-    local = after.astimezone(tz)
-    wall_after = local.replace(tzinfo=None)
-    offset_after = local.utcoffset()
-    assert offset_after is not None
-    best = _early_candidate(schedule, tz, after, wall_after, offset_after)
-    ceiling = _offset_ceiling(tz, best) if best is not None else None
-    lowest = wall_after + ONE_SECOND  # the lowest wall time not yet looked at
-    walls = schedule.walls_from(lowest)
-    while True:
-        if best is not None and ceiling is not None and _utc(lowest - ceiling) >= best:
-            return best  # every wall time from here on maps at or after `best`
-        wall = next(walls, None)
-        if wall is None:
-            return best
-        for moment in _instants(schedule, tz, wall):
-            if moment > after and (best is None or moment < best):
-                best = moment
-                ceiling = _offset_ceiling(tz, best)
-        lowest = wall + ONE_SECOND
-
-
-def _early_candidate(
-    schedule: CronSchedule,
-    tz: ZoneInfo,
-    after: datetime,
-    wall_after: datetime,
-    offset_after: timedelta,
-) -> datetime | None:
-    """The best fire instant > `after` among wall times <= the wall time of `after`.
-
-    Only two kinds of earlier wall time can fire later: the skipped wall times of a gap
-    that `after` lies within (read with the earlier offset, they land up to a gap's length
-    past the transition), and, for hourly-or-finer schedules, the second passage of a
-    repeated hour that is about to start.
-    """
-    offset_before = offset_at(tz, after, -_NEAR)
-    offset_ahead = offset_at(tz, after, _NEAR)
-    naive_after = after.replace(tzinfo=None)
-    if offset_before < offset_after:  # the clock jumped forward less than _NEAR ago
-        wall = schedule.first_wall(naive_after + offset_before + ONE_SECOND)
-        if wall is not None and wall <= wall_after:
-            moment = wall_instant(wall, tz)
-            if moment > after:
-                return moment
-    if schedule.all_hours and offset_ahead < offset_after:  # a repeated hour is coming
-        change = transition_between(tz, after, after + _NEAR)
-        first_repeat = change.replace(tzinfo=None) + offset_ahead
-        if first_repeat <= wall_after:
-            wall = schedule.first_wall(first_repeat)
-            if wall is not None and wall <= wall_after:
-                return _utc(wall - offset_ahead)
-    return None
-
-
-def _offset_ceiling(tz: ZoneInfo, best: datetime) -> timedelta:
-    """The largest offset a wall time mapping just before `best` can have been read with.
-
-    A later wall time beats `best` only by being read with a larger offset, in force
-    at most a shift (< _NEAR) before `best`, or just before a gap that ended there.
-    """
-    return max(offset_at(tz, best, -2 * _NEAR), offset_at(tz, best))
-
-
-def _instants(schedule: CronSchedule, tz: ZoneInfo, wall: datetime) -> Iterator[datetime]:
-    yield wall_instant(wall, tz)
-    if schedule.all_hours:
-        repeat = repeated_instant(wall, tz)
-        if repeat is not None:
-            yield repeat
-
-
-def _utc(naive: datetime) -> datetime:
-    return naive.replace(tzinfo=UTC)

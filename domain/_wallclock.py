@@ -105,3 +105,52 @@ def transition_between(tz: ZoneInfo, low: datetime, high: datetime) -> datetime:
         else:
             hi = middle
     return low + timedelta(seconds=hi)
+
+
+# What a wall time that does not exist (gap) or exists twice (fold) does, per trigger.
+GAP_POLICIES = ("shift", "skip", "transition")
+FOLD_POLICIES = ("auto", "first", "second", "both")
+
+# Flags an occurrence carries: how its wall time became its instant.
+GAP_SHIFTED = "gap_shifted"
+GAP_TRANSITION = "gap_transition"
+FOLD_FIRST = "fold_first"
+FOLD_SECOND = "fold_second"
+
+Reading = tuple[datetime, tuple[str, ...]]
+_PLAIN: tuple[str, ...] = ()
+
+
+def read_wall(
+    wall: datetime, tz: ZoneInfo, gap: str = "shift", fold: str = "auto", all_hours: bool = False
+) -> tuple[Reading, ...]:
+    """The instants a naive wall time fires at, ascending, each with its flags.
+
+    This one function is the DST rule of every wall-clock trigger, for fire times and
+    their annotations alike. With the defaults (`shift`, `auto`) it is the contract's
+    rule: a gap time moves forward by the gap; a repeated time fires at its first
+    instant, or at both when `all_hours` (hourly and finer cron). `skip` gives no
+    instant for a gap time; `transition` gives the instant the clocks change.
+    """
+    if wall.fold:
+        wall = wall.replace(fold=0)
+    # ZoneInfo reads a naive datetime's fields and fold: cheaper than attaching it.
+    off0 = tz.utcoffset(wall)
+    off1 = tz.utcoffset(wall.replace(fold=1))
+    assert off0 is not None and off1 is not None  # a ZoneInfo always has one
+    first = (wall - off0).replace(tzinfo=UTC)
+    if off0 == off1:
+        return ((first, _PLAIN),)
+    if off1 > off0:  # a gap: fold=1 reads with the later, larger offset
+        if gap == "shift":
+            return ((first, (GAP_SHIFTED,)),)
+        if gap == "skip":
+            return ()
+        low = (wall - off1).replace(tzinfo=UTC)
+        return ((transition_between(tz, low, first), (GAP_TRANSITION,)),)
+    second = (wall - off1).replace(tzinfo=UTC)
+    if fold == "both" or (fold == "auto" and all_hours):
+        return ((first, (FOLD_FIRST,)), (second, (FOLD_SECOND,)))
+    if fold == "second":
+        return ((second, (FOLD_SECOND,)),)
+    return ((first, (FOLD_FIRST,)),)

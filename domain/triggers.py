@@ -1,15 +1,18 @@
 """Triggers: when a task fires.
 
-The contract is docs/triggers.md ("The rules"), which also records the choices they
-leave open. A trigger is plain data: `next_fire_time(after)` is a pure function of the trigger
-and `after`, and returns an aware UTC datetime with whole seconds, or None.
+docs/triggers.md is the contract and records the choices it leaves open. A trigger is
+plain data: `next_fire_time(after, calendars)` is a pure function of the trigger, `after`
+and the calendars it is handed (only a trigger naming a calendar needs one), and returns
+an aware UTC datetime with whole seconds, or None. Fire times and their annotations come
+from one core, `domain.occurrences`, fed by each kind's `unbounded_next`.
 """
 
 from __future__ import annotations
 
 import calendar
+from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -20,22 +23,34 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from domain import _cron
+from domain import _cron, _cron_search
 from domain._duration import seconds_of
 from domain._wallclock import (
-    ONE_SECOND,
     UTC,
+    Reading,
     check_zone_name,
     instant,
-    require_aware,
+    read_wall,
     wall_instant,
     zone,
+)
+from domain.calendars import Calendar, CalendarRef, ExcludingCalendarRef
+from domain.occurrences import (
+    MONTH_CLAMPED,
+    AnnotatedFireTimes,
+    Occurrence,
+    Omission,
+    annotate,
+    next_occurrence,
+    window,
 )
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_DATE = date(1970, 1, 1)
+Calendars = Mapping[str, Calendar] | None
 
 
 def _zone_name(value: str) -> str:
@@ -48,10 +63,73 @@ def _zone_name(value: str) -> str:
 ZoneName = Annotated[str, AfterValidator(_zone_name)]
 
 
-class _Bounded(BaseModel):
-    """Validation shared by the kinds that take `start_at` / `end_at` bounds."""
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class DstPolicy(BaseModel):
+    """What a wall time that does not exist (`gap`) or exists twice (`fold`) does."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gap: Literal["shift", "skip", "transition"] = "shift"
+    fold: Literal["auto", "first", "second", "both"] = "auto"
+
+
+DEFAULT_DST = DstPolicy()
+
+
+class _Schedule(BaseModel):
+    """What every kind shares: `next_fire_time` and `annotated` through the one core.
+
+    The optional fields added after the first release (`dst`, `calendar`) are left out
+    of a trigger's JSON while unset, so older triggers round-trip byte for byte.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    if TYPE_CHECKING:
+        timezone: str
+
+    def bounds(self) -> tuple[datetime | None, datetime | None]:
+        return None, None
+
+    def calendar_ref(self) -> CalendarRef | None:
+        return None
+
+    def policy(self) -> DstPolicy:
+        return DEFAULT_DST
+
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
+        raise NotImplementedError
+
+    def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
+        """The instants (and flags) of wall time `wall` on `day`, by the DST policy."""
+        policy = self.policy()
+        return read_wall(datetime.combine(day, wall), zone(self.timezone), policy.gap, policy.fold)
+
+    def next_fire_time(self, after: datetime, calendars: Calendars = None) -> datetime | None:
+        """The first fire time strictly after `after` (aware), or None. `calendars`
+        holds the calendar the trigger names (CalendarMissing when it does not)."""
+        found = next_occurrence(self, after, calendars)
+        return None if found is None else found.at
+
+    def annotated(
+        self, after: datetime, count: int, calendars: Calendars = None
+    ) -> AnnotatedFireTimes:
+        """Up to `count` fire times after `after`, with their flags, and the wall-time
+        occurrences between that did not fire (and why)."""
+        return annotate(self, after, count, calendars)
+
+    def _tell_gap(self, omitted: list[Omission] | None, floor: datetime, wall: datetime) -> None:
+        if omitted is not None:
+            moment = wall_instant(wall, zone(self.timezone))
+            if moment > floor:
+                omitted.append(Omission(moment, wall.date(), wall.time(), "dst_gap"))
+
+
+class _Bounded(_Schedule):
+    """Validation shared by the kinds that take `start_at` / `end_at` bounds."""
 
     @field_validator("end_at", check_fields=False)
     @classmethod
@@ -67,6 +145,15 @@ class _Bounded(BaseModel):
             )
         return value
 
+    def bounds(self) -> tuple[datetime | None, datetime | None]:
+        return getattr(self, "start_at", None), getattr(self, "end_at", None)
+
+    def calendar_ref(self) -> CalendarRef | None:
+        return getattr(self, "calendar", None)
+
+    def policy(self) -> DstPolicy:
+        return getattr(self, "dst", None) or DEFAULT_DST
+
 
 class CronTrigger(_Bounded):
     """Fires at the wall-clock times a cron expression names, in `timezone`."""
@@ -76,6 +163,8 @@ class CronTrigger(_Bounded):
     timezone: ZoneName = "UTC"
     start_at: datetime | None = None
     end_at: datetime | None = None
+    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
+    calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
 
     @field_validator("expression")
     @classmethod
@@ -86,16 +175,37 @@ class CronTrigger(_Bounded):
             raise PydanticCustomError("cron_expression", str(exc)) from exc
         return value
 
-    def next_fire_time(self, after: datetime) -> datetime | None:
-        """The first fire time strictly after `after` (aware), or None. See docs/triggers.md."""
-        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
-        if end is not None and floor >= end:
-            return None
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
+        policy = self.dst or DEFAULT_DST
+        skipped = None
+        if omitted is not None:
+
+            def skipped(moment: datetime, wall: datetime) -> None:
+                omitted.append(Omission(moment, wall.date(), wall.time(), "dst_gap"))
+
+        schedule = _cron.parse(self.expression)
         try:
-            fire = _cron.next_fire(_cron.parse(self.expression), zone(self.timezone), floor)
+            found = _cron_search.next_fire(
+                schedule, zone(self.timezone), floor, policy.gap, policy.fold, skipped
+            )
         except OverflowError:  # the search ran past year 9999
             return None
-        return _until(fire, end)
+        return None if found is None else Occurrence(*found)
+
+    def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
+        policy = self.dst or DEFAULT_DST
+        all_hours = _cron.parse(self.expression).all_hours
+        moment = datetime.combine(day, wall)
+        return read_wall(moment, zone(self.timezone), policy.gap, policy.fold, all_hours)
+
+
+def _no_dst(value: object) -> None:
+    if value is not None:
+        raise PydanticCustomError(
+            "interval_dst",
+            "an interval trigger counts elapsed time and takes no dst policy"
+            " (use a cron or calendar trigger for wall-clock times)",
+        )
 
 
 class IntervalTrigger(_Bounded):
@@ -107,6 +217,8 @@ class IntervalTrigger(_Bounded):
     start_at: datetime | None = None
     end_at: datetime | None = None
     anchor: datetime | None = None
+    calendar: ExcludingCalendarRef | None = Field(default=None, exclude_if=_unset)
+    dst: SkipJsonSchema[None] = Field(default=None, exclude=True)
 
     @field_validator("every", mode="before", json_schema_input_type=int | str)
     @classmethod
@@ -116,23 +228,39 @@ class IntervalTrigger(_Bounded):
         except ValueError as exc:
             raise PydanticCustomError("interval_every", f"every {exc}") from exc
 
+    @field_validator("dst", mode="before")
+    @classmethod
+    def _rejects_dst(cls, value: object) -> None:
+        _no_dst(value)
+
     def effective_anchor(self) -> datetime:
         """`start_at`, else `anchor` (the task's creation), else the Unix epoch."""
         chosen = self.start_at or self.anchor
         return EPOCH if chosen is None else instant(chosen, zone(self.timezone))
 
-    def next_fire_time(self, after: datetime) -> datetime | None:
+    def next_fire_time(self, after: datetime, calendars: Calendars = None) -> datetime | None:
         """The first `anchor + k * every` (k >= 0) strictly after `after`, or None."""
-        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
+        if self.calendar is not None:
+            return super().next_fire_time(after, calendars)
+        floor, end = window(self, after)
+        fire = self._first_after(floor)
+        return None if fire is None or (end is not None and fire > end) else fire
+
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
+        fire = self._first_after(floor)
+        if fire is None:
+            return None
+        return Occurrence(fire, fire.astimezone(zone(self.timezone)).replace(tzinfo=None))
+
+    def _first_after(self, floor: datetime) -> datetime | None:
         anchor = self.effective_anchor()
         if floor < anchor:
-            return _until(anchor, end)
+            return anchor
         step = timedelta(seconds=self.every)
         try:
-            fire = anchor + ((floor - anchor) // step + 1) * step
+            return anchor + ((floor - anchor) // step + 1) * step
         except OverflowError:
             return None
-        return _until(fire, end)
 
 
 class CalendarTrigger(_Bounded):
@@ -150,6 +278,8 @@ class CalendarTrigger(_Bounded):
     timezone: ZoneName = "UTC"
     start_at: datetime | None = None
     end_at: datetime | None = None
+    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
+    calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
 
     @field_validator("days")
     @classmethod
@@ -172,53 +302,68 @@ class CalendarTrigger(_Bounded):
             return self.start_at.date()
         return self.start_at.astimezone(zone(self.timezone)).date()
 
-    def next_fire_time(self, after: datetime) -> datetime | None:
-        """The first fire time strictly after `after` (aware), or None. See docs/triggers.md."""
-        floor, end = _window(after, self.start_at, self.end_at, self.timezone)
-        if end is not None and floor >= end:
-            return None
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
         try:
-            fire = self._first_fire_after(floor)
+            return self._first_fire_after(floor, omitted)
         except OverflowError:
             return None
-        return _until(fire, end)
 
-    def _fire(self, k: int) -> datetime:
-        """The k-th fire instant, computed from the anchor date, never chained."""
-        day = _add_months(self.first_date(), k * (12 * self.years + self.months))
+    def _wall(self, k: int, first: date) -> tuple[datetime, bool]:
+        """The k-th fire's wall time, computed from the anchor date `first`, never
+        chained, and whether a month step clamped it to a month's last day."""
+        day = _add_months(first, k * (12 * self.years + self.months))
+        clamped = day.day != first.day
         day += timedelta(days=k * (7 * self.weeks + self.days))
-        wall = datetime.combine(day, time(self.hour, self.minute, self.second))
-        return wall_instant(wall, zone(self.timezone))
+        return datetime.combine(day, time(self.hour, self.minute, self.second)), clamped
 
-    def _first_fire_after(self, floor: datetime) -> datetime:
+    def _first_fire_after(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence:
         # Fire instants never decrease with k (dates are a day or more apart and no
         # zone shifts by more than a day), so estimate k, step back, then forward.
-        elapsed = (floor.astimezone(zone(self.timezone)).date() - self.first_date()).days
+        tz = zone(self.timezone)
+        first = self.first_date()
+        policy = self.dst or DEFAULT_DST
+        elapsed = (floor.astimezone(tz).date() - first).days
         period = (12 * self.years + self.months) * 30.436875 + 7 * self.weeks + self.days
         k = max(0, int(elapsed / period) - 1)
-        while k > 0 and self._fire(k) > floor:
+        while k > 0 and wall_instant(self._wall(k, first)[0], tz) > floor:
             k -= 1
-        while (fire := self._fire(k)) <= floor:
+        while True:
+            wall, clamped = self._wall(k, first)
+            readings = read_wall(wall, tz, policy.gap, policy.fold)
+            if not readings:
+                self._tell_gap(omitted, floor, wall)
+            for moment, flags in readings:
+                if moment > floor:
+                    return Occurrence(moment, wall, (*flags, MONTH_CLAMPED) if clamped else flags)
             k += 1
-        return fire
 
 
-class OneShotTrigger(BaseModel):
-    """Fires once, at `run_at` (a naive `run_at` is a wall time in `timezone`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class OneShotTrigger(_Schedule):
+    """Fires once, at `run_at` (a naive `run_at` is a wall time in `timezone`, read by
+    the DST policy; `fold: both` makes a repeated wall time fire at both instants)."""
 
     kind: Literal["one_shot"] = "one_shot"
     run_at: datetime
     timezone: ZoneName = "UTC"
+    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
 
-    def fire_instant(self) -> datetime:
-        return instant(self.run_at, zone(self.timezone))
+    def policy(self) -> DstPolicy:
+        return self.dst or DEFAULT_DST
 
-    def next_fire_time(self, after: datetime) -> datetime | None:
-        """`run_at` when it is strictly after `after` (aware), else None."""
-        run = self.fire_instant()
-        return run if run > _after_instant(after) else None
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
+        tz = zone(self.timezone)
+        if self.run_at.tzinfo is not None and self.run_at.utcoffset() is not None:
+            moment = instant(self.run_at, tz)
+            wall = moment.astimezone(tz).replace(tzinfo=None)
+            return Occurrence(moment, wall) if moment > floor else None
+        wall = self.run_at.replace(microsecond=0)
+        readings = self.read_on(wall.date(), wall.time())
+        if not readings:
+            self._tell_gap(omitted, floor, wall)
+        for moment, flags in readings:
+            if moment > floor:
+                return Occurrence(moment, wall, flags)
+        return None
 
 
 Trigger = Annotated[
@@ -232,35 +377,16 @@ def fire_times(
     trigger: CronTrigger | IntervalTrigger | CalendarTrigger | OneShotTrigger,
     after: datetime,
     count: int,
+    calendars: Calendars = None,
 ) -> list[datetime]:
     """Up to `count` fire times after `after`, each from the one before; fewer at the end."""
     times: list[datetime] = []
     current: datetime | None = after
     while len(times) < count and current is not None:
-        current = trigger.next_fire_time(current)
+        current = trigger.next_fire_time(current, calendars)
         if current is not None:
             times.append(current)
     return times
-
-
-def _window(
-    after: datetime, start_at: datetime | None, end_at: datetime | None, zone_name: str
-) -> tuple[datetime, datetime | None]:
-    """The instant fire times must be strictly later than, and the inclusive end."""
-    tz = zone(zone_name)
-    floor = _after_instant(after)
-    if start_at is not None:
-        floor = max(floor, instant(start_at, tz) - ONE_SECOND)
-    return floor, None if end_at is None else instant(end_at, tz)
-
-
-def _after_instant(after: datetime) -> datetime:
-    require_aware(after)
-    return after.astimezone(UTC).replace(microsecond=0)
-
-
-def _until(fire: datetime | None, end: datetime | None) -> datetime | None:
-    return None if fire is None or (end is not None and fire > end) else fire
 
 
 def _add_months(day: date, months: int) -> date:

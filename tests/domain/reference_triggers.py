@@ -9,6 +9,11 @@ mapped to instants by the two rules, straight from zoneinfo:
 - fold: the fold=1 reading is a second fire instant when it is *later* than the fold=0
   one (true only in a repeated hour), and only for schedules matching all 24 hours.
 
+and by the per-trigger DST policies (`gap` skip / transition, `fold` first / second /
+both), where a gap time is one whose fold=1 reading is *earlier* than its fold=0 one,
+and the transition instant is found by bisecting zoneinfo's offsets second by second.
+The cron day rules (L, L-N, D#N, DL) are matched from the month's length here.
+
 It is slow on purpose. It looks at every wall time from 30 hours before the wall time of
 `after` to 30 hours past the first wall time that fires, a window wider than any UTC
 offset shift of the zones the tests use, so no wall time that could fire first is missed.
@@ -44,11 +49,15 @@ def number(text: str, names: list[str], first: int) -> int:
 
 
 def expand(text: str, low: int, high: int, names: list[str] | None = None) -> set[int]:
-    """The values a cron field matches: every value of every list item, one by one."""
+    """The values a cron field matches: every value of every list item, one by one.
+    Day rules (L, L-N, D#N, DL) are left out; `ReferenceCron` reads them itself."""
     names = names or []
     first_name = 1 if names is MONTHS else 0
     values: set[int] = set()
     for item in text.split(","):
+        is_rule = "#" in item or item.upper().endswith("L") or item.upper().startswith("L")
+        if names is not MONTHS and is_rule:
+            continue
         has_step = "/" in item
         step = 1
         if has_step:
@@ -87,13 +96,36 @@ class ReferenceCron:
         self.days = expand(day, 1, 31)
         self.months = expand(month, 1, 12, MONTHS)
         self.weekdays = {v % 7 for v in expand(weekday, 0, 6, WEEKDAYS)}
+        # Day rules: "days before the last" (L is 0), (weekday, n) for D#N, D for DL.
+        self.before_last = set()
+        for item in day.split(","):
+            if item.upper() == "L":
+                self.before_last.add(0)
+            elif item.upper().startswith("L-"):
+                self.before_last.add(int(item[2:]))
+        self.nth = set()
+        self.last_weekdays = set()
+        for item in weekday.split(","):
+            if "#" in item:
+                name, n = item.split("#")
+                self.nth.add((number(name, WEEKDAYS, 0) % 7, int(n)))
+            elif item.upper().endswith("L"):
+                self.last_weekdays.add(number(item[:-1], WEEKDAYS, 0) % 7)
         self.either_day = day != "*" and weekday != "*"
         self.every_hour = all(h in self.hours for h in range(24))
 
     def day_matches(self, d: date) -> bool:
         cron_weekday = d.isoweekday() % 7
-        by_day = d.day in self.days
-        by_weekday = cron_weekday in self.weekdays
+        length = calendar.monthrange(d.year, d.month)[1]
+        by_day = d.day in self.days or any(d.day == length - n for n in self.before_last)
+        same_weekdays = [
+            x for x in range(1, length + 1) if date(d.year, d.month, x).weekday() == d.weekday()
+        ]
+        by_weekday = (
+            cron_weekday in self.weekdays
+            or (cron_weekday, same_weekdays.index(d.day) + 1) in self.nth
+            or (cron_weekday in self.last_weekdays and d.day == same_weekdays[-1])
+        )
         if self.either_day:
             return d.month in self.months and (by_day or by_weekday)
         return d.month in self.months and by_day and by_weekday
@@ -112,12 +144,36 @@ class ReferenceCron:
         return walls
 
 
-def instants_of(wall: datetime, tz: ZoneInfo, both_in_fold: bool) -> list[datetime]:
+def instants_of(
+    wall: datetime, tz: ZoneInfo, both_in_fold: bool, gap: str = "shift", fold: str = "auto"
+) -> list[datetime]:
     first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
     second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    if both_in_fold and second > first:
-        return [first, second]
+    if second < first:  # a gap
+        if gap == "skip":
+            return []
+        if gap == "transition":
+            return [transition(tz, second, first)]
+        return [first]
+    if second > first:  # a fold
+        if fold == "both" or (fold == "auto" and both_in_fold):
+            return [first, second]
+        if fold == "second":
+            return [second]
     return [first]
+
+
+def transition(tz: ZoneInfo, low: datetime, high: datetime) -> datetime:
+    """The first second in (low, high] whose offset is the offset at high."""
+    target = high.astimezone(tz).utcoffset()
+    lo, hi = 0, int((high - low).total_seconds())
+    while hi - lo > 1:
+        middle = (lo + hi) // 2
+        if (low + timedelta(seconds=middle)).astimezone(tz).utcoffset() == target:
+            hi = middle
+        else:
+            lo = middle
+    return low + timedelta(seconds=hi)
 
 
 def read(value: datetime | None, tz: ZoneInfo) -> datetime | None:
@@ -134,6 +190,8 @@ def cron_next(
     after: datetime,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
+    gap: str = "shift",
+    fold: str = "auto",
 ) -> datetime | None:
     cron = ReferenceCron(expression)
     tz = ZoneInfo(zone)
@@ -150,12 +208,14 @@ def cron_next(
             for wall in cron.walls_of(day):
                 if wall < lowest or (stop_at is not None and wall > stop_at):
                     continue
-                for moment in instants_of(wall, tz, cron.every_hour):
+                for moment in instants_of(wall, tz, cron.every_hour, gap, fold):
                     if moment > after and (start is None or moment >= start):
                         found.append(moment)
                         if stop_at is None:
                             stop_at = wall + WINDOW
         day += timedelta(days=1)
+    if not found:
+        return None
     best = min(found)
     return None if end is not None and best > end else best
 
@@ -174,6 +234,8 @@ def calendar_next(
     after: datetime,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
+    gap: str = "shift",
+    fold: str = "auto",
 ) -> datetime | None:
     """Walk k = 0, 1, 2 … and compute each date from start_date afresh."""
     tz = ZoneInfo(zone)
@@ -187,7 +249,7 @@ def calendar_next(
         fire_date = date(year, month, min(start_date.day, last_day))
         fire_date += timedelta(days=k * (7 * weeks + days))
         wall = datetime.combine(fire_date, time(hour, minute, second))
-        moment = instants_of(wall, tz, both_in_fold=False)[0]
-        if moment > after and (start is None or moment >= start):
-            return None if end is not None and moment > end else moment
+        for moment in instants_of(wall, tz, False, gap, fold):
+            if moment > after and (start is None or moment >= start):
+                return None if end is not None and moment > end else moment
         k += 1

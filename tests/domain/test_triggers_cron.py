@@ -670,9 +670,7 @@ def test_croniter_fix_seconds_field_leads() -> None:
     assert cron("5 0 * * * *").next_fire_time(utc(2026, 1, 1)) == utc(2026, 1, 1, 0, 0, 5)
 
 
-@pytest.mark.parametrize(
-    "expression", ["0 22-2 * * *", "0 0 L * *", "0 0 ? * 1", "0 0 * * 1#2", "0 0 30 2 *"]
-)
+@pytest.mark.parametrize("expression", ["0 22-2 * * *", "0 0 15W * *", "0 0 ? * 1", "0 0 30 2 *"])
 def test_croniter_fix_rejects_what_croniter_accepts(expression: str) -> None:
     croniter(expression)  # croniter takes it
     with pytest.raises(ValidationError):
@@ -707,10 +705,20 @@ INVALID_EXPRESSIONS = [
     ),
     pytest.param("0 0 * * monday", "day-of-week field: 'monday'", id="long-day-name"),
     pytest.param("0 jan * * *", "hour field: 'jan' is not a number", id="name-in-hour"),
-    pytest.param("0 0 L * *", "day-of-month field: 'L' uses 'L' (last day)", id="L-rejected"),
-    pytest.param("0 0 * * 5L", "day-of-week field: '5L' uses 'L'", id="weekday-L-rejected"),
+    pytest.param("0 L * * *", "hour field: 'L' uses 'L' (last)", id="L-in-hour-rejected"),
+    pytest.param("0 0 * * L", "day-of-week field: 'L' uses 'L' (last)", id="bare-L-in-weekday"),
+    pytest.param("0 0 5L * *", "day-of-month field: '5L' uses 'L'", id="DL-in-day-of-month"),
+    pytest.param("0 0 L/2 * *", "day-of-month field: 'L' is not a number", id="L-with-step"),
+    pytest.param("0 0 L-31 * *", "day-of-month field: in 'L-31', N must be 1-30", id="L-31"),
+    pytest.param("0 0 L-0 * *", "day-of-month field: in 'L-0', N must be 1-30", id="L-0"),
     pytest.param("0 0 15W * *", "'W' (nearest weekday)", id="W-rejected"),
-    pytest.param("0 0 * * 1#2", "'#' (nth weekday", id="hash-rejected"),
+    pytest.param("0 0 LW * *", "day-of-month field: 'LW' uses 'W'", id="LW-rejected"),
+    pytest.param("0 0 1#2 * *", "day-of-month field: '1#2' uses '#'", id="hash-in-day-of-month"),
+    pytest.param("0 0 * * MON#6", "day-of-week field: in 'MON#6', N must be 1-5", id="MON#6"),
+    pytest.param("0 0 * * MON#0", "day-of-week field: in 'MON#0', N must be 1-5", id="MON#0"),
+    pytest.param("0 0 * * 8#1", "day-of-week field: 8 is out of range", id="hash-bad-day"),
+    pytest.param("0 0 * * FUNL", "day-of-week field: 'FUN' is not a number", id="DL-bad-name"),
+    pytest.param("0 0 L-30 2 *", "L-30 is before the first day", id="L-30-in-February"),
     pytest.param("0 0 ? * 1", "'?' (no specific value)", id="question-mark-rejected"),
     pytest.param("H * * * *", "'H' (hashed value)", id="H-rejected"),
     pytest.param("H/5 * * * *", "'H' (hashed value)", id="H-step-rejected"),

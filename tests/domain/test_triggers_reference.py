@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from domain import _cron
-from domain.triggers import CalendarTrigger, CronTrigger, IntervalTrigger, fire_times
+from domain.triggers import (
+    CalendarTrigger,
+    CronTrigger,
+    DstPolicy,
+    IntervalTrigger,
+    fire_times,
+)
 from tests.domain import reference_triggers as reference
 
 UTC = timezone.utc
@@ -138,12 +144,26 @@ HOURS = st.one_of(
     st.sampled_from(["*", "*/1", "0-23", "1", "2", "0", "23", "1-3", "0-11,12-23", "*/2"]),
     field(0, 23, 23),
 )
-DAYS = st.one_of(st.sampled_from(["*", "*", "1", "31", "29,30", "*/2", "15-20"]), field(1, 31, 31))
+DAY_RULES = st.sampled_from(["L", "L-1", "L-3", "1,15,L", "l-30", "L,L-7", "28-31,L-2"])
+DAYS = st.one_of(
+    st.sampled_from(["*", "*", "1", "31", "29,30", "*/2", "15-20"]), field(1, 31, 31), DAY_RULES
+)
 MONTHS = st.one_of(
     st.sampled_from(["*", "*", "*", "2", "3,10,11", "4-9"]), field(1, 12, 12, reference.MONTHS)
 )
+WEEKDAY_RULES = st.sampled_from(
+    ["MON#1", "fri#5", "5L", "FRIL", "0#2", "7#5", "1-5,SUNL", "SAT#1,sat#3", "thu#4", "7L,1#5"]
+)
 WEEKDAYS = st.one_of(
-    st.sampled_from(["*", "*", "*", "0", "7", "1-5", "sat,sun"]), field(0, 7, 6, reference.WEEKDAYS)
+    st.sampled_from(["*", "*", "*", "0", "7", "1-5", "sat,sun"]),
+    field(0, 7, 6, reference.WEEKDAYS),
+    WEEKDAY_RULES,
+)
+POLICIES = st.fixed_dictionaries(
+    {
+        "gap": st.sampled_from(["shift", "skip", "transition"]),
+        "fold": st.sampled_from(["auto", "first", "second", "both"]),
+    }
 )
 SECONDS = st.sampled_from(["0", "30", "0,30", "*/20", "15", "5-7", "59"])
 SPARSE_MINUTES = st.sampled_from(["0", "30", "0,30", "*/20", "59", "1-2"])
@@ -161,9 +181,9 @@ def six_field_expressions(draw: st.DrawFn) -> str:
     return " ".join(draw(part) for part in (SECONDS, SPARSE_MINUTES, HOURS, DAYS, MONTHS, WEEKDAYS))
 
 
-def cron_or_reject(expression: str, zone: str, **bounds: datetime) -> CronTrigger:
+def cron_or_reject(expression: str, zone: str, **bounds: object) -> CronTrigger:
     try:
-        return CronTrigger(expression=expression, timezone=zone, **bounds)
+        return CronTrigger(expression=expression, timezone=zone, **bounds)  # type: ignore[arg-type]
     except ValidationError:
         assume(False)
         raise
@@ -341,6 +361,7 @@ def test_fast_stepping_agrees_with_croniter(expression: str, start: datetime) ->
     except _cron.CronError:
         assume(False)
         raise
+    assume(not schedule.day_rules)  # stepped day by day, never by croniter
     stepper = croniter(schedule.canonical, start - timedelta(seconds=1), ret_type=datetime)
     expected = [stepper.get_next(datetime) for _ in range(6)]
     assert list(islice(schedule.walls_from(start), 6)) == expected
@@ -350,3 +371,71 @@ def test_fast_stepping_agrees_with_croniter(expression: str, start: datetime) ->
 def test_reference_sees_the_transitions(zone: str) -> None:
     """The drawn instants do cluster on transitions where a zone has them."""
     assert bool(transitions(zone)) == (zone not in {"UTC", "Asia/Kolkata"})
+
+
+# -- per-trigger DST policies and the day rules --------------------------------------
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expression=five_field_expressions(), place=zone_and_instant(), dst=POLICIES)
+def test_cron_with_a_dst_policy_agrees_with_the_naive_reference(
+    expression: str, place: tuple[str, datetime], dst: dict[str, str]
+) -> None:
+    zone, after = place
+    trigger = cron_or_reject(expression, zone, dst=dst)
+    first = trigger.next_fire_time(after)
+    assert first == reference.cron_next(expression, zone, after, **dst)
+    if first is not None:
+        assert trigger.next_fire_time(first) == reference.cron_next(expression, zone, first, **dst)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    minute=SPARSE_MINUTES,
+    hour=HOURS,
+    day=DAY_RULES,
+    month=MONTHS,
+    weekday=st.one_of(st.just("*"), WEEKDAY_RULES),
+    place=zone_and_instant(),
+)
+def test_cron_day_rules_agree_with_the_naive_reference(
+    minute: str, hour: str, day: str, month: str, weekday: str, place: tuple[str, datetime]
+) -> None:
+    zone, after = place
+    for expression in (f"{minute} {hour} {day} {month} {weekday}", f"0 9 * {month} {weekday}"):
+        trigger = cron_or_reject(expression, zone)
+        assert trigger.next_fire_time(after) == reference.cron_next(expression, zone, after)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(place=zone_and_instant(), data=st.data(), dst=POLICIES)
+def test_calendar_with_a_dst_policy_agrees_with_the_naive_reference(
+    place: tuple[str, datetime], data: st.DataObject, dst: dict[str, str]
+) -> None:
+    zone, after = place
+    plain = data.draw(calendars(zone, after.date()))
+    trigger = plain.model_copy(update={"dst": DstPolicy(**dst)})
+    assert trigger.start_date is not None
+    fields = trigger.model_dump(
+        include={"years", "months", "weeks", "days", "hour", "minute", "second"}
+    )
+    expected = reference.calendar_next(
+        start_date=trigger.start_date, zone=zone, after=after, **fields, **dst
+    )
+    assert trigger.next_fire_time(after) == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(expression=five_field_expressions(), place=zone_and_instant(), dst=POLICIES)
+def test_annotated_fire_times_are_the_fire_times(
+    expression: str, place: tuple[str, datetime], dst: dict[str, str]
+) -> None:
+    """The annotated listing and next_fire_time come from one core: same instants."""
+    zone, after = place
+    trigger = cron_or_reject(expression, zone, dst=dst)
+    annotated = trigger.annotated(after, 5)
+    assert [o.at for o in annotated.occurrences] == fire_times(trigger, after, 5)
+    last = annotated.occurrences[-1].at if annotated.occurrences else after
+    for omission in annotated.omitted:
+        assert omission.reason == "dst_gap" and dst["gap"] == "skip"
+        assert after < omission.key <= last

@@ -1,0 +1,131 @@
+"""The search for a cron schedule's next fire instant, under a trigger's DST policy.
+
+Wall times are stepped in ascending order (`CronSchedule.walls_from`); their instants
+are not, around a transition. So the search also looks at wall times just below the
+wall time of `after` when a transition is near, and keeps stepping after a candidate
+until no later wall time can map to an earlier instant. Every wall time becomes
+instants through `read_wall`, the one DST rule of the project, so the flags an
+annotated listing shows come from the very computation that chose the fire time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from domain._cron import CronSchedule
+from domain._wallclock import (
+    FOLD_SECOND,
+    GAP_SHIFTED,
+    ONE_SECOND,
+    UTC,
+    offset_at,
+    read_wall,
+    transition_between,
+    wall_instant,
+)
+
+# A fire found: its instant, the wall time it was named by, and its flags.
+Found = tuple[datetime, datetime, tuple[str, ...]]
+# Told of each wall time that does not fire because of the gap policy `skip`: the
+# instant it would have had under `shift` (to place it in time) and the wall time.
+GapSkipped = Callable[[datetime, datetime], None]
+
+# A neighbourhood wider than any UTC-offset shift in tzdata (24 h, Alaska 1867 and Samoa
+# 2011). tzdata never puts two transitions of one zone within 95 h of each other, so a
+# window of 2 * _NEAR holds at most one transition and its two ends show both offsets.
+_NEAR = timedelta(hours=27)
+
+
+def next_fire(
+    schedule: CronSchedule,
+    tz: ZoneInfo,
+    after: datetime,
+    gap: str = "shift",
+    fold: str = "auto",
+    skipped: GapSkipped | None = None,
+) -> Found | None:
+    """The first fire strictly after the aware UTC whole-second `after`, or None."""
+    local = after.astimezone(tz)
+    wall_after = local.replace(tzinfo=None)
+    offset_after = local.utcoffset()
+    assert offset_after is not None
+    best = _early_candidate(schedule, tz, after, wall_after, offset_after, gap, fold, skipped)
+    ceiling = _offset_ceiling(tz, best[0]) if best is not None else None
+    lowest = wall_after + ONE_SECOND  # the lowest wall time not yet looked at
+    walls = schedule.walls_from(lowest)
+    while True:
+        if best is not None and ceiling is not None and _utc(lowest - ceiling) >= best[0]:
+            return best  # every wall time from here on maps at or after `best`
+        wall = next(walls, None)
+        if wall is None:
+            return best
+        readings = read_wall(wall, tz, gap, fold, schedule.all_hours)
+        if not readings and skipped is not None:
+            skipped(wall_instant(wall, tz), wall)
+        for moment, flags in readings:
+            if moment > after and (best is None or moment < best[0]):
+                best = (moment, wall, flags)
+                ceiling = _offset_ceiling(tz, moment)
+        lowest = wall + ONE_SECOND
+
+
+def _early_candidate(
+    schedule: CronSchedule,
+    tz: ZoneInfo,
+    after: datetime,
+    wall_after: datetime,
+    offset_after: timedelta,
+    gap: str,
+    fold: str,
+    skipped: GapSkipped | None,
+) -> Found | None:
+    """The best fire > `after` among wall times <= the wall time of `after`.
+
+    Only two kinds of earlier wall time can fire later: the skipped wall times of a gap
+    that `after` lies within (read with the earlier offset, they land up to a gap's length
+    past the transition), and wall times of a repeated hour that is about to start whose
+    second passage fires (hourly-or-finer schedules, or the `second` and `both` policies).
+    A `transition` gap time lands on the transition, never after `after` here.
+    """
+    offset_before = offset_at(tz, after, -_NEAR)
+    offset_ahead = offset_at(tz, after, _NEAR)
+    naive_after = after.replace(tzinfo=None)
+    if offset_before < offset_after:  # the clock jumped forward less than _NEAR ago
+        lowest = naive_after + offset_before + ONE_SECOND
+        if gap == "shift":
+            wall = schedule.first_wall(lowest)
+            if wall is not None and wall <= wall_after:
+                moment = wall_instant(wall, tz)
+                if moment > after:
+                    return moment, wall, (GAP_SHIFTED,)
+        elif gap == "skip" and skipped is not None:  # only to tell of them
+            for wall in schedule.walls_from(lowest):
+                if wall > wall_after:
+                    break
+                moment = wall_instant(wall, tz)
+                if moment > after and not read_wall(wall, tz, gap, fold):
+                    skipped(moment, wall)
+    second_passes = fold in ("second", "both") or (fold == "auto" and schedule.all_hours)
+    if second_passes and offset_ahead < offset_after:  # a repeated hour is coming
+        change = transition_between(tz, after, after + _NEAR)
+        first_repeat = change.replace(tzinfo=None) + offset_ahead
+        if first_repeat <= wall_after:
+            wall = schedule.first_wall(first_repeat)
+            if wall is not None and wall <= wall_after:
+                return _utc(wall - offset_ahead), wall, (FOLD_SECOND,)
+    return None
+
+
+def _offset_ceiling(tz: ZoneInfo, best: datetime) -> timedelta:
+    """The largest offset a wall time mapping just before `best` can have been read with.
+
+    A later wall time beats `best` only by being read with a larger offset, in force
+    at most a shift (< _NEAR) before `best`, or just before a gap that ended there.
+    """
+    return max(offset_at(tz, best, -2 * _NEAR), offset_at(tz, best))
+
+
+def _utc(naive: datetime) -> datetime:
+    return naive.replace(tzinfo=UTC)

@@ -1,0 +1,160 @@
+"""Calendars: named sets of local dates that triggers exclude or roll around.
+
+A calendar is a value. The domain never reads a store: a trigger that names a calendar
+is handed it (`next_fire_time(after, calendars={name: calendar})`). See docs/triggers.md,
+"Calendars".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import date, timedelta
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic_core import PydanticCustomError
+
+MAX_DATES = 10_000
+# How far a roll looks for a date that is not in the calendar (docs/triggers.md).
+ROLL_LIMIT_DAYS = 366
+WEEKDAY_NAMES = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")  # date.weekday() order
+NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+
+CalendarPolicy = Literal["exclude", "next_business_day", "previous_business_day"]
+
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_MONTH_DAY = re.compile(r"([0-9]{2})-([0-9]{2})")
+
+
+class CalendarMissing(ValueError):
+    """A trigger names a calendar that `next_fire_time` was not given: a programming
+    error of the caller (the application hands in every calendar its tasks name)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"the trigger names calendar {name!r}, which was not given")
+        self.name = name
+
+
+def _iso_date(value: object) -> object:
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise PydanticCustomError("calendar_date", "must be a date written YYYY-MM-DD")
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise PydanticCustomError("calendar_date", f"{value!r} is not a date: {exc}") from exc
+
+
+def _month_day(value: object) -> str:
+    match = _MONTH_DAY.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise PydanticCustomError("calendar_yearly", "must be a month and day written MM-DD")
+    try:
+        date(2024, int(match.group(1)), int(match.group(2)))  # 2024 is a leap year
+    except ValueError as exc:
+        raise PydanticCustomError("calendar_yearly", f"{value!r} is no day of the year") from exc
+    return match.group(0)
+
+
+def _weekday(value: object) -> str:
+    if not isinstance(value, str) or value.upper() not in WEEKDAY_NAMES:
+        raise PydanticCustomError("calendar_weekday", f"must be one of {', '.join(WEEKDAY_NAMES)}")
+    return value.upper()
+
+
+CalendarDate = Annotated[date, BeforeValidator(_iso_date)]
+MonthDay = Annotated[str, BeforeValidator(_month_day)]
+WeekdayName = Annotated[str, BeforeValidator(_weekday)]
+
+
+class Calendar(BaseModel):
+    """A set of local dates: explicit `dates`, `yearly` month-days (`02-29` only in leap
+    years, since other years have no such date) and every one of the `weekdays`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=2000)
+    dates: tuple[CalendarDate, ...] = ()
+    yearly: tuple[MonthDay, ...] = Field(default=(), max_length=366)
+    weekdays: tuple[WeekdayName, ...] = Field(default=(), max_length=7)
+
+    _dates: frozenset[date] = PrivateAttr(default=frozenset())
+    _yearly: frozenset[tuple[int, int]] = PrivateAttr(default=frozenset())
+    _weekdays: frozenset[int] = PrivateAttr(default=frozenset())
+
+    @field_validator("dates", mode="before")
+    @classmethod
+    def _not_too_many(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) > MAX_DATES:
+            raise PydanticCustomError(
+                "calendar_too_many_dates",
+                f"at most {MAX_DATES:,} dates, got {len(value):,}",
+            )
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._dates = frozenset(self.dates)
+        self._yearly = frozenset((int(text[:2]), int(text[3:])) for text in self.yearly)
+        self._weekdays = frozenset(WEEKDAY_NAMES.index(name) for name in self.weekdays)
+
+    def __contains__(self, day: object) -> bool:
+        if not isinstance(day, date):
+            return False
+        return (
+            day in self._dates
+            or (day.month, day.day) in self._yearly
+            or day.weekday() in self._weekdays
+        )
+
+    def holds_every_day(self) -> bool:
+        """True when no date from now on is free: every weekday, or every day of the year.
+        (Explicit dates end somewhere, so they alone never hold every day.)"""
+        return len(self._weekdays) == 7 or len(self._yearly) == 366
+
+    def free_date(self, day: date, step: int) -> date | None:
+        """The nearest date after (step 1) or before (step -1) `day` not in the calendar,
+        within ROLL_LIMIT_DAYS; None when there is none (or the calendar of dates ends)."""
+        for distance in range(1, ROLL_LIMIT_DAYS + 1):
+            try:
+                candidate = day + timedelta(days=step * distance)
+            except OverflowError:
+                return None
+            if candidate not in self:
+                return candidate
+        return None
+
+
+class CalendarRef(BaseModel):
+    """A trigger's calendar: which one, and what an occurrence on one of its dates does."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN)
+    policy: CalendarPolicy = "exclude"
+
+
+class ExcludingCalendarRef(CalendarRef):
+    """An interval trigger's calendar: its fire times are instants, not wall times, so
+    they can be left out but not moved to another day."""
+
+    @field_validator("policy")
+    @classmethod
+    def _exclude_only(cls, value: str) -> str:
+        if value != "exclude":
+            raise PydanticCustomError(
+                "calendar_policy",
+                "an interval trigger takes only the policy 'exclude' (its fire times are"
+                " elapsed-time instants, which do not move to another day)",
+            )
+        return value
+
+
+def calendar_for(ref: CalendarRef, calendars: Mapping[str, Calendar] | None) -> Calendar:
+    """The calendar `ref` names, from those given. Raises CalendarMissing."""
+    found = None if calendars is None else calendars.get(ref.name)
+    if found is None:
+        raise CalendarMissing(ref.name)
+    return found

@@ -1,0 +1,288 @@
+"""Occurrences: the one core behind `next_fire_time` and the annotated fire times.
+
+Each trigger kind steps its *unrolled, unbounded* schedule (`unbounded_next`): wall
+times mapped to instants by `read_wall`, each fire carrying the flags of that mapping.
+This module then applies the calendar (exclude, or roll to the next / previous free
+date) and the `start_at` / `end_at` bounds. `next_fire_time` takes the first fire it
+yields; `annotate` takes `count` of them and the omissions met on the way, so the flags
+and the fire times can never disagree. See docs/triggers.md, "Calendars" and "Annotated
+fire times".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Literal, Protocol
+
+from domain._wallclock import ONE_SECOND, UTC, Reading, instant, require_aware, zone
+from domain.calendars import Calendar, CalendarRef, calendar_for
+
+ROLLED = "rolled"
+MONTH_CLAMPED = "month_clamped"
+OmissionReason = Literal["dst_gap", "excluded", "rolled_away"]
+# How far back the search for the unrolled fire time before `after` looks: a roll moves
+# a fire time at most ROLL_LIMIT_DAYS, so one older than this cannot roll past `after`.
+_LOOK_BACK = timedelta(days=368)
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """A fire time: the instant, the naive wall time it was named by, how it got there."""
+
+    at: datetime
+    wall: datetime
+    flags: tuple[str, ...] = ()
+    rolled_from: date | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Omission:
+    """A wall-time occurrence that does not fire. `key` places it in time: the instant it
+    would have had (under the `shift` gap rule, before any roll)."""
+
+    key: datetime
+    date: date
+    wall: time
+    reason: OmissionReason
+    calendar: str | None = None
+
+
+@dataclass(slots=True)
+class AnnotatedFireTimes:
+    occurrences: list[Occurrence] = field(default_factory=list)
+    omitted: list[Omission] = field(default_factory=list)
+
+
+class Schedule(Protocol):
+    """What a trigger kind provides to this module."""
+
+    @property
+    def timezone(self) -> str: ...
+
+    def bounds(self) -> tuple[datetime | None, datetime | None]: ...
+
+    def calendar_ref(self) -> CalendarRef | None: ...
+
+    def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
+        """The first unrolled fire strictly after the UTC whole-second `floor`,
+        ignoring `start_at` / `end_at` (an anchor is not a bound)."""
+        ...
+
+    def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
+        """The instants (and flags) of wall time `wall` on `day`, under the DST policy."""
+        ...
+
+
+def next_occurrence(
+    schedule: Schedule,
+    after: datetime,
+    calendars: Mapping[str, Calendar] | None = None,
+    omitted: list[Omission] | None = None,
+) -> Occurrence | None:
+    """The first fire strictly after `after` (aware), or None."""
+    floor, end = window(schedule, after)
+    if end is not None and floor >= end:
+        return None
+    ref = schedule.calendar_ref()
+    if ref is None:
+        found = schedule.unbounded_next(floor, omitted)
+    else:
+        found = next(fires(schedule, floor, calendar_for(ref, calendars), ref, omitted), None)
+    return None if found is None or (end is not None and found.at > end) else found
+
+
+def annotate(
+    schedule: Schedule,
+    after: datetime,
+    count: int,
+    calendars: Mapping[str, Calendar] | None = None,
+) -> AnnotatedFireTimes:
+    """Up to `count` fires strictly after `after`, and what did not fire between `after`
+    and the last of them (within the bounds), each omission once, in time order."""
+    result = AnnotatedFireTimes()
+    met: list[Omission] = []
+    floor, end = window(schedule, after)
+    ref = schedule.calendar_ref()
+    if count <= 0 or (end is not None and floor >= end):
+        return result
+    if ref is None:
+        current: Occurrence | None = schedule.unbounded_next(floor, met)
+        while current is not None and (end is None or current.at <= end):
+            result.occurrences.append(current)
+            if len(result.occurrences) == count:
+                break
+            current = schedule.unbounded_next(current.at, met)
+    else:
+        for current in fires(schedule, floor, calendar_for(ref, calendars), ref, met):
+            if end is not None and current.at > end:
+                break
+            result.occurrences.append(current)
+            if len(result.occurrences) == count:
+                break
+    last = result.occurrences[-1].at if result.occurrences else floor
+    seen: set[tuple[datetime, date, time, str]] = set()
+    for omission in sorted(met, key=lambda o: (o.key, o.date, o.wall)):
+        token = (omission.key, omission.date, omission.wall, omission.reason)
+        if floor < omission.key <= last and token not in seen:
+            seen.add(token)
+            result.omitted.append(omission)
+    return result
+
+
+def window(schedule: Schedule, after: datetime) -> tuple[datetime, datetime | None]:
+    """The instant fire times must be strictly later than, and the inclusive end."""
+    require_aware(after)
+    floor = after.astimezone(UTC).replace(microsecond=0)
+    start, end = schedule.bounds()
+    tz = zone(schedule.timezone)
+    if start is not None:
+        floor = max(floor, instant(start, tz) - ONE_SECOND)
+    return floor, None if end is None else instant(end, tz)
+
+
+def fires(
+    schedule: Schedule,
+    floor: datetime,
+    calendar: Calendar,
+    ref: CalendarRef,
+    omitted: list[Omission] | None,
+) -> Iterator[Occurrence]:
+    """The calendared schedule after `floor`, unbounded, ascending, each instant once."""
+    if calendar.holds_every_day():
+        return iter(())
+    if ref.policy == "exclude":
+        return _excluding(schedule, floor, calendar, omitted)
+    if ref.policy == "next_business_day":
+        return _rolling_forward(schedule, floor, calendar, omitted)
+    return _rolling_back(schedule, floor, calendar, omitted)
+
+
+def _excluding(
+    schedule: Schedule, floor: datetime, calendar: Calendar, omitted: list[Omission] | None
+) -> Iterator[Occurrence]:
+    current = schedule.unbounded_next(floor, omitted)
+    while current is not None:
+        if current.wall.date() in calendar:
+            _tell(omitted, current, "excluded", calendar)
+        else:
+            yield current
+        current = schedule.unbounded_next(current.at, omitted)
+
+
+def _rolling_forward(
+    schedule: Schedule, floor: datetime, calendar: Calendar, omitted: list[Omission] | None
+) -> Iterator[Occurrence]:
+    """A fire on a calendar date moves to the same wall time on the next free date, but
+    never past the unrolled fire after it (there it fires once, as that one)."""
+    current = _last_at_or_before(schedule, floor) or schedule.unbounded_next(floor, omitted)
+    last = floor
+    while current is not None:
+        following = schedule.unbounded_next(current.at, omitted)
+        if current.wall.date() not in calendar:
+            if current.at > last:
+                yield current
+                last = current.at
+        else:
+            kept = False
+            for rolled in _rolled(schedule, current, calendar, 1, omitted):
+                if following is not None and rolled.at > following.at:
+                    continue
+                kept = True
+                # Landing on the next unrolled fire time: it fires once, as that one.
+                merged = (
+                    following is not None
+                    and rolled.at == following.at
+                    and following.wall.date() not in calendar
+                )
+                if rolled.at > last and not merged:
+                    yield rolled
+                    last = rolled.at
+            if not kept and current.at > floor:
+                _tell(omitted, current, "rolled_away", calendar)
+        current = following
+
+
+def _rolling_back(
+    schedule: Schedule, floor: datetime, calendar: Calendar, omitted: list[Omission] | None
+) -> Iterator[Occurrence]:
+    """A fire on a calendar date moves to the same wall time on the previous free date,
+    but never before the unrolled fire before it (there it fires once, as that one)."""
+    current = schedule.unbounded_next(floor, omitted)
+    previous: datetime | None = None  # unknown for the first: it is <= floor anyway
+    last = floor
+    while current is not None:
+        if current.wall.date() not in calendar:
+            if current.at > last:
+                yield current
+                last = current.at
+        else:
+            kept = False
+            for rolled in _rolled(schedule, current, calendar, -1, omitted):
+                if previous is None and rolled.at <= floor:
+                    kept = True  # rolled to before the span: not ours to report
+                    continue
+                if previous is not None and rolled.at < previous:
+                    continue
+                kept = True
+                if rolled.at > last:
+                    yield rolled
+                    last = rolled.at
+            if not kept:
+                _tell(omitted, current, "rolled_away", calendar)
+        previous = current.at
+        current = schedule.unbounded_next(current.at, omitted)
+
+
+def _rolled(
+    schedule: Schedule,
+    occurrence: Occurrence,
+    calendar: Calendar,
+    step: int,
+    omitted: list[Omission] | None,
+) -> list[Occurrence]:
+    """`occurrence` at its wall time on the nearest free date (step 1 later, -1 earlier),
+    by the DST policy on that date; [] when there is none within the roll limit."""
+    day = calendar.free_date(occurrence.wall.date(), step)
+    if day is None:
+        return []
+    wall = datetime.combine(day, occurrence.wall.time())
+    readings = schedule.read_on(day, wall.time())
+    if not readings and omitted is not None:
+        moment = wall.replace(tzinfo=zone(schedule.timezone), fold=0).astimezone(UTC)
+        omitted.append(Omission(moment, day, wall.time(), "dst_gap", calendar.name))
+    return [
+        Occurrence(moment, wall, (*flags, ROLLED), occurrence.wall.date())
+        for moment, flags in readings
+    ]
+
+
+def _last_at_or_before(schedule: Schedule, floor: datetime) -> Occurrence | None:
+    """The last unrolled fire at or before `floor` within _LOOK_BACK, found by looking
+    back ever further (1 minute, 2, 4 …) and then stepping forward."""
+    back = timedelta(minutes=1)
+    while back <= 2 * _LOOK_BACK:
+        try:
+            candidate = schedule.unbounded_next(floor - back, None)
+        except OverflowError:
+            return None
+        if candidate is not None and candidate.at <= floor:
+            while (later := schedule.unbounded_next(candidate.at, None)) is not None:
+                if later.at > floor:
+                    break
+                candidate = later
+            return candidate
+        back *= 2
+    return None
+
+
+def _tell(
+    omitted: list[Omission] | None,
+    occurrence: Occurrence,
+    reason: OmissionReason,
+    calendar: Calendar,
+) -> None:
+    if omitted is not None:
+        wall = occurrence.wall
+        omitted.append(Omission(occurrence.at, wall.date(), wall.time(), reason, calendar.name))
