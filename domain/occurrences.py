@@ -252,8 +252,11 @@ def _rolled(
     if not readings and omitted is not None:
         moment = wall.replace(tzinfo=zone(schedule.timezone), fold=0).astimezone(UTC)
         omitted.append(Omission(moment, day, wall.time(), "dst_gap", calendar.name))
+    # How the original date came about stays true of the rolled fire; its DST flags are
+    # those of the new date.
+    kept = tuple(flag for flag in occurrence.flags if flag == MONTH_CLAMPED)
     return [
-        Occurrence(moment, wall, (*flags, ROLLED), occurrence.wall.date())
+        Occurrence(moment, wall, (*kept, *flags, ROLLED), occurrence.wall.date())
         for moment, flags in readings
     ]
 

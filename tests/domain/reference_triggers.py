@@ -253,3 +253,68 @@ def calendar_next(
             if moment > after and (start is None or moment >= start):
                 return None if end is not None and moment > end else moment
         k += 1
+
+
+def calendared_cron_next(
+    expression: str,
+    zone: str,
+    after: datetime,
+    holidays: set[date],
+    weekend: set[int],
+    policy: str,
+    gap: str = "shift",
+    fold: str = "auto",
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> datetime | None:
+    """The calendar rules, naively: list the unrolled, unbounded schedule from 60 days
+    before `after` to 200 days after, move or drop each fire on a calendar date
+    (`holidays`, or a weekday in `weekend`, Monday = 0) by the policy, checking its two
+    unrolled neighbours, then bound, and take the first after `after`. Holidays must lie
+    near `after`.
+    """
+    cron = ReferenceCron(expression)
+    tz = ZoneInfo(zone)
+    after = after.astimezone(UTC).replace(microsecond=0)
+    start, end = read(start_at, tz), read(end_at, tz)
+
+    def closed(day: date) -> bool:
+        return day in holidays or day.weekday() in weekend
+
+    unrolled: list[tuple[datetime, datetime]] = []
+    day = after.astimezone(tz).date() - timedelta(days=60)
+    while day <= after.astimezone(tz).date() + timedelta(days=200):
+        if cron.day_matches(day):
+            for wall in cron.walls_of(day):
+                for moment in instants_of(wall, tz, cron.every_hour, gap, fold):
+                    unrolled.append((moment, wall))
+        day += timedelta(days=1)
+    unrolled.sort()
+    kept = {moment for moment, _ in unrolled}
+    unique = sorted(kept)
+    fired: set[datetime] = set()
+    for moment, wall in unrolled:
+        if not closed(wall.date()):
+            fired.add(moment)
+            continue
+        if policy == "exclude":
+            continue
+        step = 1 if policy == "next_business_day" else -1
+        target = wall.date() + timedelta(days=step)
+        while closed(target) and abs((target - wall.date()).days) <= 366:
+            target += timedelta(days=step)
+        if closed(target):
+            continue
+        position = unique.index(moment)
+        for rolled in instants_of(
+            datetime.combine(target, wall.time()), tz, cron.every_hour, gap, fold
+        ):
+            if step == 1 and position + 1 < len(unique) and rolled > unique[position + 1]:
+                continue
+            if step == -1 and position > 0 and rolled < unique[position - 1]:
+                continue
+            fired.add(rolled)
+    later = sorted(m for m in fired if m > after and (start is None or m >= start))
+    if not later or (end is not None and later[0] > end):
+        return None
+    return later[0]

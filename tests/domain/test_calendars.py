@@ -1,0 +1,287 @@
+"""Calendars as values, and triggers that exclude or roll around their dates.
+
+Tables name the cases people ask about; a property compares cron triggers with a
+calendar against the naive reference over zones, policies and instants near
+transitions (docs/triggers.md, "Calendars").
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from domain.calendars import Calendar, CalendarMissing
+from domain.triggers import TRIGGER_ADAPTER, CalendarTrigger, CronTrigger, IntervalTrigger
+from tests.domain import reference_triggers as reference
+from tests.domain.test_triggers_reference import POLICIES, zone_and_instant
+
+UTC = timezone.utc
+WEEKEND = Calendar(name="weekend", weekdays=["SAT", "SUN"])
+EVERY_DAY = Calendar(name="always", weekdays=["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"])
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def cron(expression: str, policy: str, calendar: str = "weekend", **more: object) -> CronTrigger:
+    data = {"expression": expression, "calendar": {"name": calendar, "policy": policy}, **more}
+    return CronTrigger.model_validate(data)
+
+
+def rows(
+    trigger: CronTrigger | CalendarTrigger | IntervalTrigger,
+    after: str,
+    count: int,
+    *calendars: Calendar,
+) -> tuple[list[str], list[str]]:
+    named = {c.name: c for c in calendars or (WEEKEND,)}
+    annotated = trigger.annotated(at(after), count, named)
+    fires = [
+        f"{o.at:%a %Y-%m-%d %H:%M}" + (f" rolled from {o.rolled_from}" if o.rolled_from else "")
+        for o in annotated.occurrences
+    ]
+    omitted = [f"{o.date} {o.reason} {o.calendar}" for o in annotated.omitted]
+    assert [o.at for o in annotated.occurrences] == _chained(trigger, at(after), count, named)
+    return fires, omitted
+
+
+def _chained(trigger, after, count, named):  # type: ignore[no-untyped-def]
+    out, current = [], after
+    while len(out) < count and (current := trigger.next_fire_time(current, named)) is not None:
+        out.append(current)
+    return out
+
+
+def test_a_calendar_holds_its_dates_yearly_days_and_weekdays() -> None:
+    calendar = Calendar(
+        name="us", dates=["2026-11-26"], yearly=["01-01", "02-29", "12-25"], weekdays=["sun"]
+    )
+    assert date(2026, 11, 26) in calendar
+    assert date(2031, 12, 25) in calendar
+    assert date(2028, 2, 29) in calendar
+    assert date(2027, 3, 1) not in calendar  # 02-29 is no date in 2027
+    assert date(2026, 3, 1) in calendar  # a Sunday
+    assert date(2026, 3, 2) not in calendar
+    assert calendar.weekdays == ("SUN",)
+    assert not calendar.holds_every_day()
+    assert EVERY_DAY.holds_every_day()
+
+
+@pytest.mark.parametrize(
+    ("data", "loc", "message"),
+    [
+        ({"dates": ["2026-02-30"]}, ("dates", 0), "is not a date"),
+        ({"dates": ["2026-01-01", "26-1-2"]}, ("dates", 1), "YYYY-MM-DD"),
+        ({"dates": [20260101]}, ("dates", 0), "YYYY-MM-DD"),
+        ({"yearly": ["02-30"]}, ("yearly", 0), "no day of the year"),
+        ({"yearly": ["1-1"]}, ("yearly", 0), "MM-DD"),
+        ({"weekdays": ["SATURDAY"]}, ("weekdays", 0), "MON, TUE"),
+        ({"dates": ["2026-01-01"] * 10_001}, ("dates",), "at most 10,000 dates"),
+        ({"name": "no spaces"}, ("name",), "pattern"),
+        ({"holidays": []}, ("holidays",), "Extra inputs"),
+    ],
+)
+def test_a_malformed_calendar_is_an_error_naming_the_field(
+    data: dict[str, object], loc: tuple[object, ...], message: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Calendar.model_validate({"name": "x", **data})
+    error = caught.value.errors()[0]
+    assert error["loc"] == loc
+    assert message in error["msg"]
+
+
+def test_ten_thousand_dates_are_allowed() -> None:
+    first = date(2000, 1, 1)
+    days = [(first + timedelta(days=i)).isoformat() for i in range(10_000)]
+    assert date(2027, 5, 18) in Calendar(name="many", dates=days)
+
+
+def test_weekend_calendar_rolls_saturday_both_ways() -> None:
+    # 2026-03-07 is a Saturday.
+    forward = cron("0 9 * * SAT", "next_business_day")
+    assert rows(forward, "2026-03-03T00:00:00", 2) == (
+        [
+            "Mon 2026-03-09 09:00 rolled from 2026-03-07",
+            "Mon 2026-03-16 09:00 rolled from 2026-03-14",
+        ],
+        [],
+    )
+    back = cron("0 9 * * SAT", "previous_business_day")
+    assert rows(back, "2026-03-01T00:00:00", 2) == (
+        [
+            "Fri 2026-03-06 09:00 rolled from 2026-03-07",
+            "Fri 2026-03-13 09:00 rolled from 2026-03-14",
+        ],
+        [],
+    )
+
+
+def test_payroll_on_the_first_rolls_to_the_previous_business_day() -> None:
+    # 2026-03-01 and 2026-11-01 are Sundays; 2026-08-01 is a Saturday.
+    payroll = cron("0 9 1 * *", "previous_business_day")
+    fires, _ = rows(payroll, "2026-02-15T00:00:00", 3)
+    assert fires == [
+        "Fri 2026-02-27 09:00 rolled from 2026-03-01",
+        "Wed 2026-04-01 09:00",
+        "Fri 2026-05-01 09:00",
+    ]
+
+
+def test_a_roll_never_passes_the_next_unrolled_fire_time() -> None:
+    daily = cron("0 9 * * *", "next_business_day")
+    fires, omitted = rows(daily, "2026-03-06T10:00:00", 2)
+    assert fires == ["Mon 2026-03-09 09:00", "Tue 2026-03-10 09:00"]
+    # Sunday rolls onto Monday 09:00, a fire time already; Saturday would pass Sunday.
+    assert omitted == ["2026-03-07 rolled_away weekend"]
+    backward = cron("0 9 * * *", "previous_business_day")
+    # Saturday rolls back onto Friday 09:00, a fire time already: it fires once, then.
+    # Sunday would roll back past Saturday's unrolled fire time: dropped.
+    assert rows(backward, "2026-03-06T10:00:00", 1)[1] == ["2026-03-08 rolled_away weekend"]
+
+
+def test_a_roll_landing_on_an_existing_fire_time_fires_once() -> None:
+    # Saturday rolls to Monday 09:00, which the schedule has already: one fire.
+    trigger = cron("0 9 * * MON,SAT", "next_business_day")
+    fires, omitted = rows(trigger, "2026-03-06T00:00:00", 3)
+    assert fires == ["Mon 2026-03-09 09:00", "Mon 2026-03-16 09:00", "Mon 2026-03-23 09:00"]
+    assert omitted == []
+
+
+def test_exclude_leaves_calendar_dates_out_and_says_so() -> None:
+    holidays = Calendar(name="holidays", dates=["2026-12-25"], yearly=["01-01"])
+    trigger = cron("0 9 * * MON-FRI", "exclude", "holidays")
+    fires, omitted = rows(trigger, "2026-12-24T10:00:00", 3, holidays)
+    assert fires == ["Mon 2026-12-28 09:00", "Tue 2026-12-29 09:00", "Wed 2026-12-30 09:00"]
+    assert omitted == ["2026-12-25 excluded holidays"]
+
+
+@pytest.mark.parametrize("policy", ["exclude", "next_business_day", "previous_business_day"])
+def test_a_calendar_holding_every_day_leaves_no_fire_times(policy: str) -> None:
+    trigger = cron("0 9 * * *", policy, "always")
+    assert trigger.next_fire_time(at("2026-01-01T00:00:00"), {"always": EVERY_DAY}) is None
+    assert rows(trigger, "2026-01-01T00:00:00", 5, EVERY_DAY) == ([], [])
+
+
+def test_a_roll_finding_no_free_date_within_366_days_is_dropped() -> None:
+    first = date(2026, 1, 1)
+    closed = Calendar(
+        name="closed", dates=[(first + timedelta(days=i)).isoformat() for i in range(400)]
+    )
+    yearly = CalendarTrigger(
+        years=1,
+        hour=9,
+        start_date="2026-01-01",
+        calendar={"name": "closed", "policy": "next_business_day"},
+    )
+    fires, omitted = rows(yearly, "2025-12-31T00:00:00", 1, closed)
+    assert fires == ["Fri 2027-02-05 09:00 rolled from 2027-01-01"]
+    assert omitted == ["2026-01-01 rolled_away closed"]
+
+
+def test_bounds_apply_after_rolling() -> None:
+    # Saturday 2026-03-07 rolls back to Friday 09:00, before start_at: it does not fire.
+    trigger = cron("0 9 * * SAT", "previous_business_day", start_at="2026-03-06T10:00:00Z")
+    assert trigger.next_fire_time(at("2026-03-01T00:00:00"), {"weekend": WEEKEND}) == at(
+        "2026-03-13T09:00:00"
+    )
+    # Saturday 2026-03-07 rolls to Monday the 9th, after end_at: no more fire times.
+    ending = cron("0 9 * * SAT", "next_business_day", end_at="2026-03-08T00:00:00Z")
+    assert ending.next_fire_time(at("2026-03-03T00:00:00"), {"weekend": WEEKEND}) is None
+
+
+def test_interval_takes_exclude_only() -> None:
+    trigger = IntervalTrigger(
+        every=86_400, start_at=at("2026-03-05T12:00:00"), calendar={"name": "weekend"}
+    )
+    fires, omitted = rows(trigger, "2026-03-05T00:00:00", 3)
+    assert fires == ["Thu 2026-03-05 12:00", "Fri 2026-03-06 12:00", "Mon 2026-03-09 12:00"]
+    assert omitted == ["2026-03-07 excluded weekend", "2026-03-08 excluded weekend"]
+    with pytest.raises(ValidationError) as caught:
+        TRIGGER_ADAPTER.validate_python(
+            {
+                "kind": "interval",
+                "every": 60,
+                "calendar": {"name": "w", "policy": "next_business_day"},
+            }
+        )
+    assert caught.value.errors()[0]["loc"] == ("interval", "calendar", "policy")
+
+
+def test_month_clamped_and_rolled_flags_together() -> None:
+    trigger = CalendarTrigger(
+        months=1,
+        hour=9,
+        start_date="2026-01-31",
+        calendar={"name": "weekend", "policy": "previous_business_day"},
+    )
+    annotated = trigger.annotated(at("2026-02-01T00:00:00"), 1, {"weekend": WEEKEND})
+    fire = annotated.occurrences[0]  # 2026-02-28 is a Saturday: rolled back to the 27th
+    assert (fire.at, fire.flags, fire.rolled_from) == (
+        at("2026-02-27T09:00:00"),
+        ("month_clamped", "rolled"),
+        date(2026, 2, 28),
+    )
+
+
+def test_a_trigger_naming_a_calendar_it_is_not_given_is_a_programming_error() -> None:
+    trigger = cron("0 9 * * *", "exclude", "missing")
+    with pytest.raises(CalendarMissing, match="'missing'"):
+        trigger.next_fire_time(at("2026-01-01T00:00:00"), {"weekend": WEEKEND})
+    with pytest.raises(CalendarMissing):
+        trigger.next_fire_time(at("2026-01-01T00:00:00"))
+
+
+EXPRESSIONS = st.sampled_from(
+    [
+        "0 9 * * *",
+        "30 2 * * *",
+        "0 0 * * *",
+        "30 1 * * *",
+        "0 9 * * MON-FRI",
+        "0 9 1 * *",
+        "0 9 L * *",
+        "0 9 * * FRI#1",
+        "0 */6 * * *",
+        "15 0,12 * * SAT",
+        "0 9 * * 5L",
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    expression=EXPRESSIONS,
+    place=zone_and_instant(),
+    policy=st.sampled_from(["exclude", "next_business_day", "previous_business_day"]),
+    dst=POLICIES,
+    offsets=st.sets(st.integers(-20, 20), max_size=12),
+    weekend=st.sets(st.integers(0, 6), max_size=2),
+)
+def test_calendared_cron_agrees_with_the_naive_reference(
+    expression: str,
+    place: tuple[str, datetime],
+    policy: str,
+    dst: dict[str, str],
+    offsets: set[int],
+    weekend: set[int],
+) -> None:
+    zone, after = place
+    local = after.date()
+    holidays = {local + timedelta(days=offset) for offset in offsets}
+    names = ["MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN"]
+    calendar = Calendar(
+        name="c",
+        dates=[d.isoformat() for d in sorted(holidays)],
+        weekdays=[names[i] for i in sorted(weekend)],
+    )
+    trigger = cron(expression, policy, "c", timezone=zone, dst=dst)
+    expected = reference.calendared_cron_next(
+        expression, zone, after, holidays, weekend, policy, **dst
+    )
+    assert trigger.next_fire_time(after, {"c": calendar}) == expected
