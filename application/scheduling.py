@@ -24,9 +24,11 @@ from application.ports import (
     TaskStore,
 )
 from application.run_listing import list_all_runs
-from domain.claims import first_fire_at_or_after, initial_fire_at, run_instant, truncate
+from domain.calendars import Calendar
+from domain.claims import SECOND, first_fire_at_or_after, initial_fire_at, run_instant, truncate
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.history import TaskVersion
+from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import (
@@ -35,7 +37,6 @@ from domain.triggers import (
     IntervalTrigger,
     OneShotTrigger,
     Trigger,
-    fire_times,
 )
 from domain.validation import field_errors
 
@@ -78,6 +79,7 @@ class SchedulingService:
     def new_task(self, spec: TaskSpec, now: datetime) -> Task:
         """The task `spec` makes when created at `now`: due at its first fire time at or
         after now. Raises InvalidRequest for a one-shot already past its grace."""
+        self._reject_unknown_calendar(spec.trigger)
         trigger = complete_trigger(spec.trigger, now)
         task = Task(
             **spec.model_dump(exclude={"trigger"}),
@@ -263,36 +265,67 @@ class SchedulingService:
 
     async def upcoming(self, ref: str | UUID, count: int) -> list[datetime]:
         """The task's next `count` occurrences (un-jittered)."""
+        _, listed = await self.upcoming_annotated(ref, count)
+        return [occurrence.at for occurrence in listed.occurrences]
+
+    async def upcoming_annotated(
+        self, ref: str | UUID, count: int
+    ) -> tuple[Task, AnnotatedFireTimes]:
+        """The task's next `count` occurrences with their flags, from its next one, and
+        the wall-time occurrences between them that do not fire."""
         _check_count(count)
         task = await self.get_task(ref)
         first = task.next_fire_at
         if first is None and not isinstance(task.trigger, OneShotTrigger):
             first = first_fire_at_or_after(task.trigger, self._clock.now())
         if first is None:
-            return []
-        return [first, *fire_times(task.trigger, first, count - 1)]
+            return task, AnnotatedFireTimes()
+        return task, task.trigger.annotated(first - SECOND, count)
 
     def preview(
-        self, trigger: dict[str, Any] | Trigger, count: int, after: datetime | None = None
+        self,
+        trigger: dict[str, Any] | Trigger,
+        count: int,
+        after: datetime | None = None,
+        calendars: Sequence[Calendar] = (),
     ) -> list[datetime]:
         """Validate a bare trigger and list its next `count` fire times: strictly after
         `after` when given, else from now on as a task created now would fire."""
+        _, listed = self.preview_annotated(trigger, count, after, calendars)
+        return [occurrence.at for occurrence in listed.occurrences]
+
+    def preview_annotated(
+        self,
+        trigger: dict[str, Any] | Trigger,
+        count: int,
+        after: datetime | None = None,
+        calendars: Sequence[Calendar] = (),
+    ) -> tuple[Trigger, AnnotatedFireTimes]:
+        """`preview`, with each fire time's flags and what did not fire. `calendars` are
+        calendars given inline, for trying a policy before any calendar is stored."""
         _check_count(count)
         if isinstance(trigger, dict):
             try:
                 trigger = TRIGGER_ADAPTER.validate_python(trigger)
             except ValidationError as exc:
                 raise InvalidRequest.of(field_errors(exc, prefix="trigger")) from None
+        named: dict[str, Calendar] = {}
+        for index, calendar in enumerate(calendars):
+            if calendar.name in named:
+                raise InvalidRequest(f"calendars.{index}.name", "names a calendar twice")
+            named[calendar.name] = calendar
+        ref = getattr(trigger, "calendar", None)
+        if ref is not None and ref.name not in named:
+            raise InvalidRequest(
+                "trigger.calendar.name",
+                f"no calendar named {ref.name!r}; give it in calendars to preview it",
+            )
         if after is not None and after.tzinfo is None:
             raise InvalidRequest("after", "must carry a UTC offset")
         start = truncate(after or self._clock.now())
         trigger = complete_trigger(trigger, start)
-        if after is not None:
-            return fire_times(trigger, start, count)
-        first = first_fire_at_or_after(trigger, start)
-        if first is None:
-            return []
-        return [first, *fire_times(trigger, first, count - 1)]
+        floor = start if after is not None else start - SECOND
+        return trigger, trigger.annotated(floor, count, named)
 
     # -- internals --------------------------------------------------------------
 
@@ -327,6 +360,7 @@ class SchedulingService:
         resumed = spec.enabled and not current.enabled
         if trigger_changed or resumed or spec.enabled != current.enabled:
             if trigger_changed:
+                self._reject_unknown_calendar(trigger)
                 self._reject_spent_one_shot(task, now)
             task = self._scheduled(task, now, fired_before=not trigger_changed)
             if resumed:
@@ -347,6 +381,13 @@ class SchedulingService:
         return task.model_copy(
             update={"next_fire_at": next_fire_at, "next_run_at": run_instant(task, next_fire_at)}
         )
+
+    def _reject_unknown_calendar(self, trigger: Trigger) -> None:
+        """No calendar is stored yet, so a trigger naming one names one that does not
+        exist (docs/api.md: a 422). The calendars resource replaces this with a lookup."""
+        ref = getattr(trigger, "calendar", None)
+        if ref is not None:
+            raise InvalidRequest("trigger.calendar.name", f"no calendar named {ref.name!r} exists")
 
     def _reject_spent_one_shot(self, task: Task, now: datetime) -> None:
         trigger = task.trigger

@@ -21,6 +21,9 @@ _TAGS = frozenset(
     }
 )
 
+# The fields that hold a tagged union (and the start of a bare union's path).
+_UNIONS = frozenset({"trigger", "auth"})
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -33,9 +36,13 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
     errors: list[FieldError] = []
     for error in exc.errors(include_url=False):
         parts = [prefix] if prefix else []
+        previous = prefix
         for part in error["loc"]:
             text = str(part)
-            if text in _TAGS or "[" in text or text.startswith("function-"):
+            # A tag only where a union sits (a trigger's `calendar` field is no tag).
+            is_tag = text in _TAGS and (previous in _UNIONS or previous == "")
+            previous = text
+            if is_tag or "[" in text or text.startswith("function-"):
                 continue
             parts.append(text)
         message = error["msg"]

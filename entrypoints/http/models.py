@@ -6,13 +6,18 @@ responses here add what a client sees: every instant in UTC, and no internal fie
 
 from __future__ import annotations
 
+import datetime as dt
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
+from zoneinfo import ZoneInfo
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, create_model
 
+from domain.calendars import Calendar
+from domain.claims import run_instant
 from domain.history import ChangeCause, TaskVersion
+from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run
 from domain.tasks import HttpTarget, Task, TaskSpec
 from domain.triggers import Trigger
@@ -95,8 +100,74 @@ class HistoryPage(BaseModel):
     )
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class OccurrenceResource(BaseModel):
+    """One fire time, annotated (docs/api.md "Annotated fire times")."""
+
+    at: UtcDatetime
+    local: str = Field(description="the instant in the trigger's zone, with its offset")
+    wall: str = Field(description="HH:MM:SS, the wall time the trigger named")
+    flags: list[
+        Literal[
+            "gap_shifted", "gap_transition", "fold_first", "fold_second", "month_clamped", "rolled"
+        ]
+    ]
+    rolled_from: dt.date | None = Field(
+        default=None, exclude_if=_unset, description="the date a rolled fire time was named on"
+    )
+    run_at: UtcDatetime | None = Field(
+        default=None, exclude_if=_unset, description="tasks only: the instant with jitter"
+    )
+
+
+class OmissionResource(BaseModel):
+    """A wall-time occurrence in the listed span that does not fire, and why."""
+
+    date: dt.date
+    wall: str
+    reason: Literal["dst_gap", "excluded", "rolled_away"]
+    calendar: str | None
+
+
 class FireTimes(BaseModel):
     fire_times: list[UtcDatetime]
+    occurrences: list[OccurrenceResource] | None = Field(
+        default=None, exclude_if=_unset, description="with annotate: each fire time annotated"
+    )
+    omitted: list[OmissionResource] | None = Field(
+        default=None, exclude_if=_unset, description="with annotate: what did not fire, and why"
+    )
+
+    @classmethod
+    def annotated(
+        cls, listed: AnnotatedFireTimes, zone_name: str, task: Task | None = None
+    ) -> FireTimes:
+        tz = ZoneInfo(zone_name)
+        occurrences = [
+            OccurrenceResource(
+                at=o.at,
+                local=o.at.astimezone(tz).isoformat(),
+                wall=o.wall.time().isoformat(),
+                flags=list(o.flags),
+                rolled_from=o.rolled_from,
+                run_at=run_instant(task, o.at) if task is not None else None,
+            )
+            for o in listed.occurrences
+        ]
+        omitted = [
+            OmissionResource(
+                date=o.date, wall=o.wall.isoformat(), reason=o.reason, calendar=o.calendar
+            )
+            for o in listed.omitted
+        ]
+        return cls(
+            fire_times=[o.at for o in listed.occurrences],
+            occurrences=occurrences,
+            omitted=omitted,
+        )
 
 
 class PreviewRequest(BaseModel):
@@ -110,6 +181,15 @@ class PreviewRequest(BaseModel):
         default=None,
         description="list fire times strictly after this instant (with offset); "
         "default: from now, as a task created now would fire",
+    )
+    annotate: bool = Field(
+        default=False, description="add `occurrences` (with flags) and `omitted` to the answer"
+    )
+    calendars: list[Calendar] = Field(
+        default_factory=list,
+        max_length=20,
+        description="calendars given inline, by name, for trying a trigger's calendar policy"
+        " before the calendar is stored",
     )
 
 

@@ -28,7 +28,8 @@ class TriggerController(Controller):
         operation_id="previewTrigger",
         summary="Preview a trigger's fire times",
         description="Nothing is created. Without `after`, the first fire time is the one a "
-        "task created now would have (at or after now).",
+        "task created now would have (at or after now). With `annotate`, the answer adds "
+        "`occurrences` and `omitted`; `calendars` lends a trigger the calendar it names.",
         responses=errors(400, 415, 422, mutation=False),
     )
     async def preview(
@@ -36,5 +37,9 @@ class TriggerController(Controller):
         data: Annotated[PreviewRequest, BodyKwarg()],
         scheduling: NamedDependency[SchedulingService],
     ) -> FireTimes:
-        times = scheduling.preview(data.trigger, data.count, data.after)
-        return FireTimes(fire_times=times)
+        trigger, listed = scheduling.preview_annotated(
+            data.trigger, data.count, data.after, data.calendars
+        )
+        if data.annotate:
+            return FireTimes.annotated(listed, trigger.timezone)
+        return FireTimes(fire_times=[occurrence.at for occurrence in listed.occurrences])

@@ -264,8 +264,15 @@ class TaskController(Controller):
         id: TaskRef,
         scheduling: NamedDependency[SchedulingService],
         count: Annotated[int, QueryParameter(ge=1, le=100, description="At most 100.")] = 10,
+        annotate: Annotated[
+            bool,
+            QueryParameter(description="add `occurrences` (flags, run_at) and `omitted`"),
+        ] = False,
     ) -> FireTimes:
-        return FireTimes(fire_times=await scheduling.upcoming(id, count))
+        if not annotate:
+            return FireTimes(fire_times=await scheduling.upcoming(id, count))
+        task, listed = await scheduling.upcoming_annotated(id, count)
+        return FireTimes.annotated(listed, task.trigger.timezone, task)
 
     @get(
         "/{id:str}/history",
