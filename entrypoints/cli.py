@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import uvicorn
+from pydantic import ValidationError
 
+from adapters.ical import calendar_from_ics
 from adapters.postgres import initialize
+from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
-from domain.validation import FieldError
+from domain.validation import FieldError, field_errors
 from entrypoints.container import Container, build_container
 from entrypoints.http.app import create_app
 from entrypoints.logs import configure_logging
@@ -54,6 +59,11 @@ PREVIEW_OPTIONS = {
     "trigger.start_date": "--start-date",
     "count": "--count",
     "after": "--after",
+    "trigger.dst": "--dst",
+    "trigger.dst.gap": "--dst gap",
+    "trigger.dst.fold": "--dst fold",
+    "trigger.calendar.policy": "--calendar-policy",
+    "trigger.calendar.name": "--calendar",
     **{f"trigger.{unit}": f"--{unit}" for unit in ("years", "months", "weeks", "days")},
     **{f"trigger.{unit}": f"--{unit}" for unit in ("hour", "minute", "second")},
 }
@@ -144,23 +154,74 @@ def init_db(args: argparse.Namespace) -> int:
 
 def preview(args: argparse.Namespace) -> int:
     trigger = preview_trigger(args)
+    calendars = []
+    if args.calendar:
+        calendar = calendar_file(args.calendar)
+        calendars.append(calendar)
+        trigger["calendar"] = {"name": calendar.name, "policy": args.calendar_policy}
+    if args.dst:
+        trigger["dst"] = dst_option(args.dst)
     after = _instant(args.after, "--after") if args.after else None
     scheduling = build_container().scheduling()
     try:
-        times = scheduling.preview(trigger, args.count, after)
+        _, listed = scheduling.preview_annotated(trigger, args.count, after, calendars)
     except InvalidRequest as exc:
         raise InvalidRequest.of(
             [FieldError(PREVIEW_OPTIONS.get(e.field, e.field), e.message) for e in exc.errors]
         ) from None
     zone = ZoneInfo(str(trigger.get("timezone", "UTC")))
-    print(f"{'local (' + zone.key + ')':<36} UTC")
-    for instant in times:
-        local = instant.astimezone(zone)
+    print(f"{'local (' + zone.key + ')':<36} {'UTC':<21} flags")
+    for occurrence in listed.occurrences:
+        local = occurrence.at.astimezone(zone)
         offset = local.isoformat()[19:] or "+00:00"
-        print(f"{local:%Y-%m-%d %H:%M:%S} {local.tzname():<6} ({offset})  {_utc(instant)}")
-    if len(times) < args.count:
+        flags = list(occurrence.flags)
+        if occurrence.rolled_from is not None:
+            flags[flags.index("rolled")] = f"rolled from {occurrence.rolled_from}"
+        if occurrence.wall != local.replace(tzinfo=None):
+            flags.append(f"named {occurrence.wall:%Y-%m-%d %H:%M:%S}")
+        print(
+            f"{local:%Y-%m-%d %H:%M:%S} {local.tzname():<6} ({offset})  "
+            f"{_utc(occurrence.at):<21} {', '.join(flags)}".rstrip()
+        )
+    if len(listed.occurrences) < args.count:
         print("(no more fire times)")
+    for omission in listed.omitted:
+        calendar_name = f" ({omission.calendar})" if omission.calendar else ""
+        print(f"not fired: {omission.date} {omission.wall}  {omission.reason}{calendar_name}")
     return 0
+
+
+def dst_option(text: str) -> dict[str, str]:
+    """`gap=skip,fold=both` as the trigger's `dst` object."""
+    policy: dict[str, str] = {}
+    for item in text.split(","):
+        key, equals, value = item.strip().partition("=")
+        if not equals or key not in ("gap", "fold") or key in policy:
+            raise InvalidRequest("--dst", f"{text!r}: write gap=VALUE and/or fold=VALUE")
+        policy[key] = value
+    return policy
+
+
+def calendar_file(path: str) -> Calendar:
+    """A calendar from a JSON file (a calendar object; `name` defaults to the file's
+    stem) or an iCalendar file (.ics, or text starting BEGIN:VCALENDAR)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise InvalidRequest("--calendar", f"cannot read {path}: {exc}") from None
+    name = Path(path).stem
+    if path.lower().endswith((".ics", ".ical")) or text.lstrip().startswith("BEGIN:VCALENDAR"):
+        return calendar_from_ics(name, text, field="--calendar")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest("--calendar", f"line {exc.lineno}: not JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("--calendar", "a JSON calendar is an object")
+    try:
+        return Calendar.model_validate({"name": name, **data})
+    except ValidationError as exc:
+        raise InvalidRequest.of(field_errors(exc, prefix="--calendar")) from None
 
 
 def preview_trigger(args: argparse.Namespace) -> dict[str, Any]:
@@ -262,7 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
         "  imbi-scheduler preview --every PT15M --start-at 2026-01-01T00:00:00Z\n"
         "  imbi-scheduler preview --months 1 --hour 9 --start-date 2026-01-31 "
         "--timezone America/New_York\n"
-        "  imbi-scheduler preview --run-at 2026-03-08T02:30:00 --timezone America/New_York",
+        "  imbi-scheduler preview --run-at 2026-03-08T02:30:00 --timezone America/New_York\n"
+        "  imbi-scheduler preview '0 9 1 * *' --calendar holidays.ics "
+        "--calendar-policy previous_business_day\n"
+        "  imbi-scheduler preview '30 1 * * *' --timezone America/New_York --dst fold=both",
     )
     show.add_argument("expression", nargs="?", metavar="EXPR", help="a cron expression")
     show.add_argument("--timezone", default="UTC", help="an IANA zone name (default: UTC)")
@@ -277,6 +341,18 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--start-date", help="calendar: the first date (default: today)")
     show.add_argument("--start-at", help="cron, interval, calendar: no fire time before this")
     show.add_argument("--end-at", help="cron, interval, calendar: no fire time after this")
+    show.add_argument(
+        "--dst", help="cron, calendar, one-shot: the DST policy, e.g. gap=skip,fold=both"
+    )
+    show.add_argument(
+        "--calendar", metavar="FILE", help="a calendar to try: JSON or iCalendar (.ics)"
+    )
+    show.add_argument(
+        "--calendar-policy",
+        default="exclude",
+        choices=["exclude", "next_business_day", "previous_business_day"],
+        help="what a fire time on a --calendar date does (default: exclude)",
+    )
     show.set_defaults(command=preview, parser=show)
     return parser
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -55,11 +56,21 @@ def test_preview_prints_local_and_utc_fire_times(capsys: pytest.CaptureFixture[s
 
     lines = capsys.readouterr().out.splitlines()
     assert code == 0
-    assert lines[0].split() == ["local", "(America/New_York)", "UTC"]
+    assert lines[0].split() == ["local", "(America/New_York)", "UTC", "flags"]
     # 02:30 on 2026-03-08 does not exist in New York: it fires at 03:30 EDT.
     assert [line.split() for line in lines[1:]] == [
         ["2026-03-07", "02:30:00", "EST", "(-05:00)", "2026-03-07T07:30:00Z"],
-        ["2026-03-08", "03:30:00", "EDT", "(-04:00)", "2026-03-08T07:30:00Z"],
+        [
+            "2026-03-08",
+            "03:30:00",
+            "EDT",
+            "(-04:00)",
+            "2026-03-08T07:30:00Z",
+            "gap_shifted,",
+            "named",
+            "2026-03-08",
+            "02:30:00",
+        ],
         ["2026-03-09", "02:30:00", "EDT", "(-04:00)", "2026-03-09T06:30:00Z"],
         ["2026-03-10", "02:30:00", "EDT", "(-04:00)", "2026-03-10T06:30:00Z"],
     ]
@@ -92,7 +103,7 @@ def test_preview_of_the_other_trigger_kinds(
 
     lines = capsys.readouterr().out.splitlines()[1:]
     assert code == 0
-    assert [line.split()[-1] for line in lines if line[0].isdigit()] == expected
+    assert [line.split()[4] for line in lines if line[0].isdigit()] == expected
     assert ("(no more fire times)" in lines) == (len(expected) < 2)
 
 
@@ -269,3 +280,77 @@ def test_init_db_creates_the_schema_then_finds_it_up_to_date(
             (fresh_schema,),
         ).fetchall()
     assert {name for (name,) in tables} >= {"tasks", "runs", "run_leases"}
+
+
+def test_preview_tries_a_dst_policy_and_a_calendar_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ics = tmp_path / "closed.ics"
+    ics.write_text(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:1\r\n"
+        "DTSTART;VALUE=DATE:20260302\r\nDTEND;VALUE=DATE:20260304\r\nEND:VEVENT\r\n"
+        "END:VCALENDAR\r\n"
+    )
+    code = main(
+        [
+            "preview",
+            "0 9 * * *",
+            "--calendar",
+            str(ics),
+            "--calendar-policy",
+            "previous_business_day",
+            "--after",
+            "2026-02-28T10:00:00Z",
+            "--count",
+            "3",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    # 03-02 rolls back onto 03-01 09:00 (fires once, as that one); 03-03 would pass 03-02.
+    assert [line.split()[4] for line in out.splitlines()[1:4]] == [
+        "2026-03-01T09:00:00Z",
+        "2026-03-04T09:00:00Z",
+        "2026-03-05T09:00:00Z",
+    ]
+    assert "not fired: 2026-03-03 09:00:00  rolled_away (closed)" in out
+
+    code = main(
+        [
+            "preview",
+            "30 1 * * *",
+            "--timezone",
+            "America/New_York",
+            "--dst",
+            "fold=both",
+            "--after",
+            "2026-11-01T00:00:00Z",
+            "--count",
+            "2",
+        ]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert [line.split()[-1] for line in lines[1:]] == ["fold_first", "fold_second"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dst", "gap=never"], "--dst gap: Input should be"),
+        (["--dst", "gaps=skip"], "--dst: 'gaps=skip': write gap=VALUE"),
+        (["--calendar", "bad.ics"], "--calendar: line 3 does not parse as iCalendar"),
+        (["--calendar", "bad.json"], "--calendar: line 2: not JSON"),
+        (["--calendar", "dates.json"], "--calendar.dates.0: "),
+    ],
+)
+def test_preview_rejects_a_bad_policy_or_calendar_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "bad.ics").write_text("BEGIN:VCALENDAR\nVERSION:2.0\nnot a line\nEND:VCALENDAR\n")
+    (tmp_path / "bad.json").write_text('{\n  "weekdays": [SAT]\n}')
+    (tmp_path / "dates.json").write_text('{"dates": ["2026-02-30"]}')
+    args = [str(tmp_path / a) if a.endswith((".ics", ".json")) else a for a in args]
+    code = main(["preview", "0 9 * * *", *args])
+    assert code == 65
+    assert message in capsys.readouterr().err
