@@ -350,6 +350,10 @@ class OneShotTrigger(_Schedule):
     def policy(self) -> DstPolicy:
         return self.dst or DEFAULT_DST
 
+    def fire_instant(self) -> datetime:
+        """The instant `run_at` names (a naive one read with fold=0, as the bounds are)."""
+        return instant(self.run_at, zone(self.timezone))
+
     def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
         tz = zone(self.timezone)
         if self.run_at.tzinfo is not None and self.run_at.utcoffset() is not None:
