@@ -101,8 +101,12 @@ def check_http_url(value: str) -> str:
     return value
 
 
+# Documents (in JSON Schema) what check_http_url enforces: an http(s) URL with a host.
+_HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
+
+
 class HttpTarget(_Model):
-    url: str = Field(max_length=4096)
+    url: str = Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN})
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     body: JsonValue = None

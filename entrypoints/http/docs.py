@@ -18,6 +18,7 @@ from pydantic_core import core_schema
 from adapters.http.settings import package_version
 from application.ports import RenderedRequest
 from domain.tasks import TaskSpec
+from entrypoints.http.links import add_examples, add_links
 from entrypoints.http.models import (
     FireTimes,
     Health,
@@ -180,13 +181,16 @@ def _require_discriminators(node: Any, schemas: dict[str, Any]) -> None:
 
 def accurate(document: dict[str, Any]) -> dict[str, Any]:
     """`document` with pydantic's model schemas, a schema on every response header, an
-    explicit `security: []` on the open routes, and without the 400 Litestar documents
+    explicit `security: []` on the open routes, links between operations, and without
+    the 400 Litestar documents
     for parameter errors (this API answers 422)."""
     document = copy.deepcopy(document)
     for path_item in document.get("paths", {}).values():
         for operation in path_item.values():
             if isinstance(operation, dict):
                 _finish(operation)
+    add_links(document)
+    add_examples(document)
     components = document.setdefault("components", {})
     schemas = {**components.get("schemas", {}), **model_schemas()}
     components["schemas"] = {name: schemas[name] for name in sorted(_reachable(document, schemas))}
