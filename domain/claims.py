@@ -8,6 +8,7 @@ and the run it records stands for all of them.
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -27,6 +28,16 @@ BEGINNING_OF_TIME = datetime(1, 1, 2, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True, slots=True)
+class EarlierRun:
+    """A run a `catch_up: "all"` claim makes before the latest occurrence's: the
+    occurrences folded past the grace (MISSED) or one caught-up occurrence (RUNNING)."""
+
+    status: RunStatus
+    scheduled_for: datetime
+    coalesced: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimDecision:
     """What claiming one task decided.
 
@@ -37,6 +48,8 @@ class ClaimDecision:
         next_fire_at: the task's next un-jittered occurrence, None when exhausted.
         next_run_at: `next_fire_at` plus its jitter: when the task is due again.
         lateness: how late the claim is against the occurrence's jittered instant.
+        earlier: with `catch_up: "all"`, the runs recorded before this one, oldest
+            first (then `coalesced` is 1); empty with `catch_up: "latest"`.
     """
 
     status: RunStatus
@@ -45,6 +58,7 @@ class ClaimDecision:
     next_fire_at: datetime | None
     next_run_at: datetime | None
     lateness: timedelta
+    earlier: tuple[EarlierRun, ...] = ()
 
 
 def truncate(instant: datetime) -> datetime:
@@ -112,14 +126,74 @@ def claim(task: Task, now: datetime) -> ClaimDecision | None:
     lateness = now - (run_instant(task, latest) or latest)
     grace = task.misfire_grace_seconds
     missed = grace is not None and lateness > timedelta(seconds=grace)
+    if missed or count == 1 or task.catch_up == "latest":
+        # Past the grace, the latest is missed and so is every older one: "all" folds
+        # them as "latest" does.
+        return ClaimDecision(
+            status=RunStatus.MISSED if missed else RunStatus.RUNNING,
+            scheduled_for=latest,
+            coalesced=count,
+            next_fire_at=following,
+            next_run_at=next_run_at,
+            lateness=lateness,
+        )
     return ClaimDecision(
-        status=RunStatus.MISSED if missed else RunStatus.RUNNING,
+        status=RunStatus.RUNNING,
         scheduled_for=latest,
-        coalesced=count,
+        coalesced=1,
         next_fire_at=following,
         next_run_at=next_run_at,
         lateness=lateness,
+        earlier=_catch_up(task, first, now, count, latest),
     )
+
+
+def _catch_up(
+    task: Task, first: datetime, now: datetime, count: int, latest: datetime
+) -> tuple[EarlierRun, ...]:
+    """The runs before the latest's of a `catch_up: "all"` backlog of `count` due
+    occurrences from `first` to `latest`: each of the newest `max_catch_up` (the latest's
+    among them) within the grace a RUNNING run of its own, oldest first, after one MISSED
+    run standing for every older occurrence (at the latest of those)."""
+    grace = task.misfire_grace_seconds
+    tail = _newest(task, first, count, latest, task.max_catch_up + 1)
+    # The extra one (when the backlog is longer than max_catch_up) folds whatever
+    # its grace, as does everything before it.
+    kept = tail[-task.max_catch_up :]
+    folded_count = count - len(kept)
+    folded_last = tail[0] if len(tail) > len(kept) else None
+    caught_up: list[datetime] = []
+    for occurrence in kept[:-1]:
+        lateness = now - (run_instant(task, occurrence) or occurrence)
+        if grace is not None and lateness > timedelta(seconds=grace):
+            folded_count, folded_last = folded_count + 1, occurrence
+        else:
+            caught_up.append(occurrence)
+    runs = [EarlierRun(RunStatus.RUNNING, occurrence, 1) for occurrence in caught_up]
+    if folded_count:
+        # Past MAX_COUNTED_OCCURRENCES the folded ones are not known one by one; their
+        # run then stands at the first of them.
+        at = folded_last or first
+        runs.insert(0, EarlierRun(RunStatus.MISSED, at, folded_count))
+    return tuple(runs)
+
+
+def _newest(task: Task, first: datetime, count: int, latest: datetime, keep: int) -> list[datetime]:
+    """The newest `keep` of the `count` due occurrences from `first` to `latest`, oldest
+    first. An interval steps back by arithmetic; other triggers are walked from `first`
+    (as `_advance` did, so no dearer); past MAX_COUNTED_OCCURRENCES only `latest` is known."""
+    trigger = task.trigger
+    if isinstance(trigger, IntervalTrigger):
+        every = timedelta(seconds=trigger.every)
+        return [latest - steps * every for steps in range(min(keep, count) - 1, -1, -1)]
+    if count >= MAX_COUNTED_OCCURRENCES:
+        return [latest]
+    newest: deque[datetime] = deque(maxlen=keep)
+    occurrence: datetime | None = first
+    while occurrence is not None and occurrence <= latest:
+        newest.append(occurrence)
+        occurrence = trigger.next_fire_time(occurrence)
+    return list(newest)
 
 
 def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime, datetime | None]:

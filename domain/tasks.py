@@ -30,6 +30,9 @@ RESERVED_HEADERS = frozenset(
     }
 )
 
+CatchUp = Literal["latest", "all"]
+Overlap = Literal["skip", "buffer_one", "buffer_all", "replace"]
+
 EnvName = Annotated[str, Field(pattern=ENV_NAME_PATTERN, description="environment variable")]
 
 
@@ -148,6 +151,20 @@ class TaskSpec(_Model):
     max_running_instances: int = Field(default=1, ge=1, le=10_000)
     jitter_seconds: int = Field(default=0, ge=0, le=86_400)
     pause_after_failures: int | None = Field(default=None, ge=1)
+    # Occurrence policies (docs/policies.md): the defaults are the one rule there was
+    # before them, a backlog folded into its latest occurrence, skipped at the limit.
+    catch_up: CatchUp = "latest"
+    max_catch_up: int = Field(default=100, ge=1, le=10_000)
+    overlap: Overlap = "skip"
+
+    @field_validator("overlap")
+    @classmethod
+    def _implemented_overlap(cls, value: str) -> str:
+        # The queued run status the other policies wait in is not built yet; a policy
+        # that would be stored and then behave as "skip" is refused instead.
+        if value != "skip":
+            raise ValueError(f"{value!r} is not available yet in this version; only 'skip' is")
+        return value
 
     @model_validator(mode="after")
     def _unique_tags(self) -> TaskSpec:

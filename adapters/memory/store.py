@@ -234,6 +234,17 @@ class InMemoryTaskStore:
                         update=claimed_task_fields(task, None, None)
                     )
                     continue
+                for earlier in decision.earlier:
+                    # catch_up "all": each earlier occurrence a run of its own, first.
+                    status = resolve_status(
+                        earlier.status,
+                        self._active_leases(task.id, now),
+                        task.max_running_instances,
+                    )
+                    run = self._record_run(
+                        task, now, replica, status, earlier.scheduled_for, earlier.coalesced
+                    )
+                    claimed.append(ClaimedRun(task=_copy(task), run=run))
                 status = resolve_status(
                     decision.status, self._active_leases(task.id, now), task.max_running_instances
                 )

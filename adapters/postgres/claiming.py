@@ -57,6 +57,10 @@ class ClaimBatch:
         if run is not None:
             self.runs.append(run)
 
+    def add_run(self, run: Run) -> None:
+        """Record one more run of a task `add` names (catch_up "all" makes several)."""
+        self.runs.append(run)
+
     def __bool__(self) -> bool:
         return bool(self.task_ids)
 

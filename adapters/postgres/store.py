@@ -295,6 +295,15 @@ class PostgresTaskStore:
                     batch.add(task.id, claimed_task_fields(task, None, None))
                     continue
                 active = leases.get(task.id, 0)
+                for earlier in decision.earlier:
+                    # catch_up "all": each earlier occurrence a run of its own, first.
+                    status = resolve_status(earlier.status, active, task.max_running_instances)
+                    run = new_run(
+                        task, now, replica, status, earlier.scheduled_for, earlier.coalesced
+                    )
+                    active += status is RunStatus.RUNNING
+                    batch.add_run(run)
+                    claimed.append(ClaimedRun(task=task, run=run))
                 status = resolve_status(decision.status, active, task.max_running_instances)
                 run = new_run(
                     task, now, replica, status, decision.scheduled_for, decision.coalesced

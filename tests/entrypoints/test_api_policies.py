@@ -1,0 +1,46 @@
+"""Occurrence policy fields through the API: validated, stored, returned, patchable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.helpers import cron_task
+from tests.entrypoints.test_api_errors import assert_problem, fields, task_count
+from tests.fixtures.target import RecordingTarget
+
+Client = AsyncTestClient[Any]
+
+
+async def test_policies_are_returned_and_patchable(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = {**cron_task(recording_target.url()), "catch_up": "all", "max_catch_up": 24}
+    created = (await client.post("/tasks", json=body)).json()
+    assert (created["catch_up"], created["max_catch_up"], created["overlap"]) == (
+        "all",
+        24,
+        "skip",
+    )
+    response = await client.patch("/tasks/nightly-report", json={"catch_up": "latest"})
+    assert response.status_code == 200, response.text
+    read = (await client.get("/tasks/nightly-report")).json()
+    assert (read["catch_up"], read["max_catch_up"], read["version"]) == ("latest", 24, 2)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("catch_up", "every"), ("max_catch_up", 0), ("max_catch_up", 10_001), ("overlap", "wait")],
+)
+async def test_a_bad_policy_is_a_422_naming_it_and_nothing_is_written(
+    client: Client, recording_target: RecordingTarget, field: str, value: object
+) -> None:
+    body = {**cron_task(recording_target.url()), field: value}
+    assert fields(assert_problem(await client.post("/tasks", json=body), 422)) == [field]
+    assert await task_count(client) == 0
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+    patch = await client.patch("/tasks/nightly-report", json={field: value})
+    assert fields(assert_problem(patch, 422)) == [field]
+    assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
