@@ -8,7 +8,15 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from domain.triggers import Trigger
 
@@ -27,6 +35,10 @@ RESERVED_HEADERS = frozenset(
         "content-length",
         "host",
         "transfer-encoding",
+        # Standard Webhooks signature headers, set when SCHEDULER_SIGNING_SECRET is.
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
     }
 )
 
@@ -91,6 +103,34 @@ class RetryPolicy(_Model):
         return sum(self.max_backoff_seconds for _ in range(2, self.max_attempts + 1))
 
 
+def check_header_name(name: str) -> None:
+    if not _HEADER_NAME.match(name):
+        raise ValueError(f"{name!r} is not a valid header name")
+    if name.lower() in RESERVED_HEADERS:
+        raise ValueError(f"{name!r} is set by the scheduler and cannot be overridden")
+
+
+def check_headers_env(
+    value: dict[str, str], headers: dict[str, str], auth: object
+) -> dict[str, str]:
+    """Header names of `headers_env`: valid, not the scheduler's own, not also a plain
+    header (which value would win?), and no Authorization beside an `auth` that sets it.
+    `auth` is None when it failed validation itself."""
+    plain = {name.lower() for name in headers}
+    seen: set[str] = set()
+    for name in value:
+        check_header_name(name)
+        lower = name.lower()
+        if lower in plain:
+            raise ValueError(f"{name!r} is also in headers")
+        if lower in seen:
+            raise ValueError(f"{name!r} is named twice (header names ignore case)")
+        seen.add(lower)
+        if lower == "authorization" and auth is not None and not isinstance(auth, NoAuth):
+            raise ValueError(f"{name!r} is set by auth")
+    return value
+
+
 def check_http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https"):
@@ -117,6 +157,11 @@ class HttpTarget(_Model):
     auth: Auth = Field(default_factory=NoAuth)
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     template: bool = False
+    headers_env: dict[str, EnvName] = Field(
+        default_factory=dict,
+        description="header name to the name of an environment variable of the scheduler "
+        "that holds its value, read when the call is made (never stored or shown)",
+    )
 
     @field_validator("url")
     @classmethod
@@ -127,13 +172,15 @@ class HttpTarget(_Model):
     @classmethod
     def _headers(cls, value: dict[str, str]) -> dict[str, str]:
         for name, header in value.items():
-            if not _HEADER_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid header name")
-            if name.lower() in RESERVED_HEADERS:
-                raise ValueError(f"{name!r} is set by the scheduler and cannot be overridden")
+            check_header_name(name)
             if "\r" in header or "\n" in header:
                 raise ValueError(f"the value of {name!r} contains a line break")
         return value
+
+    @field_validator("headers_env")
+    @classmethod
+    def _headers_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        return check_headers_env(value, info.data.get("headers", {}), info.data.get("auth"))
 
 
 class TaskSpec(_Model):

@@ -13,6 +13,7 @@ from dependency_injector import containers, providers
 
 from adapters.clock import SystemClock
 from adapters.http import HttpExecutor, HttpExecutorSettings
+from adapters.http.signing import Signer, parse_signing_secrets
 from adapters.memory import InMemoryTaskStore, InMemoryWaker
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
 from application.engine import TriggerLoop
@@ -40,7 +41,9 @@ def engine_settings(settings: Settings) -> EngineSettings:
 
 def executor_settings(settings: Settings) -> HttpExecutorSettings:
     return HttpExecutorSettings(
-        allow=split_list(settings.target_allow), deny=split_list(settings.target_deny)
+        allow=split_list(settings.target_allow),
+        deny=split_list(settings.target_deny),
+        signer=Signer(parse_signing_secrets(settings.signing_secret)),
     )
 
 

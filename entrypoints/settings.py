@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from adapters.http.signing import parse_signing_secrets
 from application.engine_settings import default_replica
 
 ENV_PREFIX = "SCHEDULER_"
@@ -18,7 +19,7 @@ READ_ONLY_SUFFIX = ":read"
 # A token's label (`label=token`), the actor that task history records.
 _LABEL = re.compile(r"^[A-Za-z0-9._@-]{1,100}$")
 # Settings whose value must never be echoed back in an error message.
-_SECRET_FIELDS = frozenset({"database_url", "api_tokens"})
+_SECRET_FIELDS = frozenset({"database_url", "api_tokens", "signing_secret"})
 
 
 class ConfigurationError(Exception):
@@ -55,6 +56,11 @@ class Settings(BaseSettings):
     drain_timeout: float = Field(default=30.0, ge=0, le=3600)
     run_retention_days: float = Field(default=30, gt=0)
     api_tokens: str = Field(default="", repr=False)
+    signing_secret: str = Field(
+        default="",
+        repr=False,
+        description="space-separated whsec_ secrets signing every call (Standard Webhooks)",
+    )
     allow_anonymous: bool = False
     auth_failure_limit: int = Field(
         default=10, ge=0, le=1_000_000, description="401s per client address per window (0: off)"
@@ -93,6 +99,12 @@ class Settings(BaseSettings):
     @classmethod
     def _tokens(cls, value: str) -> str:
         parse_tokens(value)
+        return value
+
+    @field_validator("signing_secret")
+    @classmethod
+    def _signing_secret(cls, value: str) -> str:
+        parse_signing_secrets(value)  # its errors never contain the secret
         return value
 
     @field_validator("target_allow", "target_deny")

@@ -72,7 +72,7 @@ class _Cached:
 
 @dataclass
 class Credentials:
-    """What one run authenticates with. `secrets` lists every value to keep out of
+    """What one call authenticates with. `secrets` lists every value to keep out of
     errors, logs and excerpts."""
 
     auth: Auth
@@ -80,19 +80,36 @@ class Credentials:
     header: str | None = None  # Authorization value, for bearer and basic
     oauth2_secret: str | None = None
     token: str | None = None  # the OAuth2 token the last call used
+    headers: dict[str, str] = field(default_factory=dict)  # from headers_env
 
 
-def credentials_for(auth: Auth, environ: Mapping[str, str]) -> Credentials:
-    """Read the secrets `auth` names. Raises MissingSecret."""
+def credentials_for(
+    auth: Auth,
+    environ: Mapping[str, str],
+    headers_env: Mapping[str, str] | None = None,
+    *,
+    owner: str = "target",
+) -> Credentials:
+    """Read the secrets `auth` and `headers_env` name; `owner` is where they were given
+    ("target" or "notify"), for the error. Raises MissingSecret."""
+    credentials = _auth_credentials(auth, environ, owner)
+    for header, name in (headers_env or {}).items():
+        value = read_secret(environ, name, f"{owner}.headers_env.{header}")
+        credentials.headers[header] = value
+        credentials.secrets.append(value)
+    return credentials
+
+
+def _auth_credentials(auth: Auth, environ: Mapping[str, str], owner: str) -> Credentials:
     if isinstance(auth, BearerAuth):
-        token = read_secret(environ, auth.token_env, "target.auth.token_env")
+        token = read_secret(environ, auth.token_env, f"{owner}.auth.token_env")
         return Credentials(auth, [token], header=f"Bearer {token}")
     if isinstance(auth, BasicAuth):
-        password = read_secret(environ, auth.password_env, "target.auth.password_env")
+        password = read_secret(environ, auth.password_env, f"{owner}.auth.password_env")
         encoded = base64.b64encode(f"{auth.username}:{password}".encode()).decode()
         return Credentials(auth, [password, encoded], header=f"Basic {encoded}")
     if isinstance(auth, OAuth2ClientCredentials):
-        secret = read_secret(environ, auth.client_secret_env, "target.auth.client_secret_env")
+        secret = read_secret(environ, auth.client_secret_env, f"{owner}.auth.client_secret_env")
         return Credentials(auth, [secret, _basic(auth.client_id, secret)], oauth2_secret=secret)
     return Credentials(auth)
 

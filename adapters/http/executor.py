@@ -50,6 +50,7 @@ class _Request:
     url: str
     headers: dict[str, str]
     body: JsonValue
+    webhook_id: str  # what a signed call names itself (a target call: its Idempotency-Key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +108,7 @@ class HttpExecutor:
         started = self._clock.now()
         try:
             request = self._prepare(task, run, last_run_at, started)
-            credentials = credentials_for(task.target.auth, self._env())
+            credentials = credentials_for(task.target.auth, self._env(), task.target.headers_env)
         except (TemplateFailed, MissingSecret) as exc:
             self._log(task, run, 0, logging.WARNING, "not called: %s", exc)
             return RunOutcome(
@@ -140,27 +141,35 @@ class HttpExecutor:
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
         headers = _pairs(request.headers)
-        auth = task.target.auth
+        target = task.target
         if redact:
+            for header in target.headers_env:
+                _set_header(headers, header.encode(), REDACTED.encode())
             for name in _SECRET_HEADERS:
                 _set_header(headers, name, REDACTED.encode(), only_if_present=True)
-            shown = redacted_header(auth)
+            shown = redacted_header(target.auth)
             if shown is not None:
                 _set_header(headers, b"Authorization", shown.encode())
         else:
             try:
-                credentials = credentials_for(auth, self._env())
+                credentials = credentials_for(target.auth, self._env(), target.headers_env)
             except MissingSecret as exc:
                 raise InvalidRequest(exc.field, str(exc)) from None
-            value = await self._authorization(credentials, task.target.timeout_seconds)
+            _add_headers(headers, credentials.headers)
+            value = await self._authorization(credentials, target.timeout_seconds)
             if value is not None:
                 _set_header(headers, b"Authorization", value.encode())
-        built = self._build(request, headers, task.target.timeout_seconds)
+        built = self._build(request, headers, target.timeout_seconds)
+        shown_headers = [(name.decode(), value.decode()) for name, value in built.headers.raw]
+        if redact:
+            # A signature is no secret, but a valid one lets whoever reads the dry run
+            # replay the call to the target until its timestamp grows old.
+            shown_headers = [
+                (name, REDACTED if name == "webhook-signature" else value)
+                for name, value in shown_headers
+            ]
         return RenderedRequest(
-            method=request.method,
-            url=request.url,
-            headers={name.decode(): value.decode() for name, value in built.headers.raw},
-            body=request.body,
+            method=request.method, url=request.url, headers=dict(shown_headers), body=request.body
         )
 
     async def close(self) -> None:
@@ -203,6 +212,7 @@ class HttpExecutor:
         try:
             async with asyncio.timeout(timeout):
                 headers = _pairs(request.headers)
+                _add_headers(headers, credentials.headers)
                 authorization = await self._authorization(credentials, timeout)
                 if authorization is not None:
                     _set_header(headers, b"Authorization", authorization.encode())
@@ -263,7 +273,7 @@ class HttpExecutor:
             "X-Scheduler-Run-Id": str(run.id),
             "X-Scheduler-Scheduled-For": rfc3339(run.scheduled_for),
         }
-        return _Request(target.method, url, headers, body)
+        return _Request(target.method, url, headers, body, webhook_id=key)
 
     def _build(
         self, request: _Request, headers: list[tuple[bytes, bytes]], timeout: float
@@ -275,7 +285,8 @@ class HttpExecutor:
         body; a JSON body's `Content-Length` and `Content-Type` last, each unless the
         request set it. Built directly, its headers normalized once instead of three
         times, without the merging of URLs, cookies and query parameters, none of which
-        this client has (tests compare the two)."""
+        this client has (tests compare the two). With a signer, the Standard Webhooks
+        headers come last, signing the body as sent, stamped now (every attempt anew)."""
         client = self._http()
         url = _parse_url(request.url)
         names = {name.lower() for name, _ in headers}
@@ -303,6 +314,10 @@ class HttpExecutor:
                 merged.append((b"Content-Length", str(len(content)).encode("ascii")))
             if b"content-type" not in names:
                 merged.append((b"Content-Type", b"application/json"))
+        signer = self._settings.signer
+        if signer:
+            stamp = int(self._clock.now().timestamp())
+            merged += signer.headers(request.webhook_id, stamp, content)
         return httpx.Request(
             request.method,
             url,
@@ -422,6 +437,12 @@ class _Client(httpx.AsyncClient):
 def _pairs(values: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
     return [(name.encode(), value.encode()) for name, value in values.items()]
+
+
+def _add_headers(headers: list[tuple[bytes, bytes]], values: Mapping[str, str]) -> None:
+    """Set each of `values` (headers_env's, by validation distinct from the others)."""
+    for name, value in values.items():
+        _set_header(headers, name.encode(), value.encode())
 
 
 def _set_header(

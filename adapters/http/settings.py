@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from adapters.http.signing import Signer
 from domain.runs import RESPONSE_EXCERPT_LIMIT
 
 
@@ -31,7 +32,8 @@ class HttpExecutorSettings:
     /128): the outbound guard's lists (docs/api.md, "The outbound guard"). `max_connections`
     bounds the connections open at once (idle kept-alive ones included);
     `dns_cache_seconds` is how long what a host name resolved to is reused (0: never),
-    its addresses checked by the guard at every use.
+    its addresses checked by the guard at every use. `signer` signs every call
+    (Standard Webhooks); by default nothing is signed.
     """
 
     allow: tuple[str, ...] = ()
@@ -40,6 +42,7 @@ class HttpExecutorSettings:
     max_connections: int = 200
     dns_cache_seconds: float = 10.0
     user_agent: str = field(default_factory=lambda: f"imbi-scheduler/{package_version()}")
+    signer: Signer = field(default_factory=Signer, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.response_excerpt_bytes <= RESPONSE_EXCERPT_LIMIT:

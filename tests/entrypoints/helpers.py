@@ -19,6 +19,7 @@ def make_settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "database_url": None,
         "api_tokens": "",
+        "signing_secret": "",
         "allow_anonymous": False,
         "host": "127.0.0.1",
         "port": 0,

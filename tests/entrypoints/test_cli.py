@@ -172,6 +172,14 @@ def test_a_secret_setting_is_named_but_never_echoed() -> None:
     assert "SCHEDULER_API_TOKENS" in result.stderr and "bad token" not in result.stderr
 
 
+def test_a_bad_signing_secret_stops_the_process_naming_the_variable() -> None:
+    result = run("serve", SCHEDULER_SIGNING_SECRET="whsec_c2hvcnQ= hunter2-not-whsec")
+
+    assert result.returncode == 78
+    assert "SCHEDULER_SIGNING_SECRET" in result.stderr
+    assert "hunter2" not in result.stderr and "c2hvcnQ" not in result.stderr
+
+
 def test_serve_refuses_a_public_listener_without_tokens() -> None:
     result = run("serve", "--host", "0.0.0.0")
 

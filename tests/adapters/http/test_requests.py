@@ -332,7 +332,8 @@ def test_requests_are_built_as_httpx_builds_them(
     # the reference, header for header and byte for byte.
     pairs = [(name.encode(), value.encode()) for name, value in headers.items()]
 
-    built = executor._build(_Request(method, url, dict(headers), body), list(pairs), 5.0)
+    request = _Request(method, url, dict(headers), body, webhook_id="task:1")
+    built = executor._build(request, list(pairs), 5.0)
     reference = executor._http().build_request(
         method, url, headers=pairs, json=body, timeout=httpx.Timeout(5.0)
     )

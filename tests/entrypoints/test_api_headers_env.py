@@ -1,0 +1,85 @@
+"""`target.headers_env` through the API: the names are the task's, the values never are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.helpers import cron_task
+from tests.fixtures.target import RecordingTarget
+
+Client = AsyncTestClient[Any]
+
+
+async def test_a_task_keeps_and_shows_the_variable_names_only(
+    client: Client, recording_target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTS_API_KEY", "v4lue-kept-in-the-environment")
+    body = cron_task(recording_target.url())
+    body["target"]["headers_env"] = {"X-Api-Key": "REPORTS_API_KEY"}
+
+    created = await client.post("/tasks", json=body)
+    dry_run = await client.post("/tasks/nightly-report/dry-run")
+
+    assert created.status_code == 201, created.text
+    assert created.json()["target"]["headers_env"] == {"X-Api-Key": "REPORTS_API_KEY"}
+    assert dry_run.json()["headers"]["X-Api-Key"] == "***"
+    for answer in (created, dry_run, await client.get("/tasks")):
+        assert "v4lue-kept-in-the-environment" not in answer.text
+
+
+async def test_a_merge_patch_removes_one_header(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    body["target"]["headers_env"] = {"X-Api-Key": "KEY", "X-Tenant": "TENANT"}
+    await client.post("/tasks", json=body)
+
+    patched = await client.patch(
+        "/tasks/nightly-report",
+        json={"target": {"headers_env": {"X-Tenant": None}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+
+    assert patched.json()["target"]["headers_env"] == {"X-Api-Key": "KEY"}
+
+
+@pytest.mark.parametrize(
+    ("target", "field", "words"),
+    [
+        ({"headers_env": {"X-Api-Key": "1-not-a-variable"}}, "target.headers_env.X-Api-Key", ""),
+        ({"headers_env": {"Bad Header": "KEY"}}, "target.headers_env", "valid header name"),
+        ({"headers_env": {"Idempotency-Key": "KEY"}}, "target.headers_env", "set by the"),
+        ({"headers_env": {"webhook-signature": "KEY"}}, "target.headers_env", "set by the"),
+        (
+            {"headers": {"X-Api-Key": "plain"}, "headers_env": {"x-api-key": "KEY"}},
+            "target.headers_env",
+            "also in headers",
+        ),
+        (
+            {"auth": {"type": "bearer", "token_env": "T"}, "headers_env": {"Authorization": "K"}},
+            "target.headers_env",
+            "set by auth",
+        ),
+        ({"headers_env": ["X-Api-Key"]}, "target.headers_env", ""),
+    ],
+)
+async def test_a_bad_entry_is_refused_naming_the_field(
+    client: Client,
+    recording_target: RecordingTarget,
+    target: dict[str, Any],
+    field: str,
+    words: str,
+) -> None:
+    body = cron_task(recording_target.url())
+    body["target"].update(target)
+
+    response = await client.post("/tasks", json=body)
+
+    assert response.status_code == 422, response.text
+    errors = response.json()["errors"]
+    assert [error["field"] for error in errors] == [field]
+    assert words in errors[0]["message"]
+    assert (await client.get("/tasks")).json()["items"] == []
