@@ -1,0 +1,298 @@
+"""Events: what a team is told about its tasks (docs/api.md, "Events").
+
+Pure rules, applied by every store inside the transaction that records the cause:
+which events an outcome or a claim raises (`EventRules`), where each goes, and how a
+delivery attempt moves an event along its retry schedule (`claimed`, `attempted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Any
+from uuid import UUID, uuid4
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+
+from domain import outcomes
+from domain.outcomes import TaskCount, count_outcome
+from domain.runs import Run, RunStatus
+from domain.tasks import (
+    Auth,
+    EnvName,
+    NoAuth,
+    check_headers_env,
+    check_http_url,
+)
+
+# Waits between attempts: doubling from 5 s to at most 10 min, for up to a day.
+FIRST_RETRY = timedelta(seconds=5)
+LONGEST_RETRY = timedelta(minutes=10)
+DELIVERY_WINDOW = timedelta(hours=24)
+# Each attempt is given this long; a claim holds an event for the attempt and a margin,
+# after which a replica that died mid-delivery has its events taken over by another.
+DELIVERY_TIMEOUT_SECONDS = 10.0
+CLAIM_LEASE = timedelta(seconds=DELIVERY_TIMEOUT_SECONDS + 20)
+ERROR_LIMIT = 1000
+
+
+class EventType(StrEnum):
+    RUN_FAILED = "run.failed"
+    RUN_MISSED = "run.missed"
+    RUN_SKIPPED = "run.skipped"
+    TASK_AUTO_PAUSED = "task.auto_paused"
+    TASK_RECOVERED = "task.recovered"
+
+
+class Notify(BaseModel):
+    """Where a task's events go, and which (docs/api.md, "Events"). Not yet a task
+    field: the outbox that delivers events is still being built."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(max_length=4096)
+    events: list[EventType] = Field(
+        default_factory=lambda: list(EventType), min_length=1, description="default: all"
+    )
+    auth: Auth = Field(default_factory=NoAuth)
+    headers_env: dict[str, EnvName] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
+
+    @field_validator("events")
+    @classmethod
+    def _unique(cls, value: list[EventType]) -> list[EventType]:
+        if len(set(value)) != len(value):
+            raise ValueError("events must not repeat")
+        return value
+
+    @field_validator("headers_env")
+    @classmethod
+    def _headers_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        return check_headers_env(value, {}, info.data.get("auth"))
+
+
+class EventStatus(StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    DROPPED = "dropped"
+
+
+class Destination(BaseModel):
+    """Where an event goes, fixed when it is written: a task's `notify`, or the global
+    SCHEDULER_EVENTS_URL (no auth). Secrets stay names of variables."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str
+    auth: Auth = Field(default_factory=NoAuth)
+    headers_env: dict[str, str] = Field(default_factory=dict)
+
+
+class Event(BaseModel):
+    """One outbox row. `payload` is the body every attempt sends, unchanged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    type: EventType
+    task_id: UUID
+    task_name: str
+    run_id: UUID | None = None
+    payload: dict[str, JsonValue]
+    destination: Destination
+    status: EventStatus = EventStatus.PENDING
+    attempts: int = 0
+    created_at: datetime
+    next_attempt_at: datetime | None  # pending: when it is due (or its claim lapses)
+    deadline: datetime  # the last instant an attempt may start
+    finished_at: datetime | None = None
+    http_status: int | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How one attempt went."""
+
+    delivered: bool
+    http_status: int | None = None
+    error: str | None = None
+
+
+def retry_wait(attempts: int) -> timedelta:
+    """The wait after the `attempts`-th failed attempt: 5 s, 10 s, 20 s, … 10 min."""
+    doublings = min(max(attempts - 1, 0), 8)  # 5 s doubled 7 times is past the ceiling
+    wait: timedelta = FIRST_RETRY * (1 << doublings)
+    return min(wait, LONGEST_RETRY)
+
+
+def claimed(event: Event, now: datetime) -> Event:
+    """`event` taken for an attempt at `now`: counted, and held for `CLAIM_LEASE`."""
+    return event.model_copy(
+        update={"attempts": event.attempts + 1, "next_attempt_at": now + CLAIM_LEASE}
+    )
+
+
+def attempted(event: Event, delivery: Delivery, now: datetime) -> Event:
+    """`event` after an attempt that ended at `now`: sent; or due again after the
+    retry wait; or, when that would start past its deadline, dropped."""
+    fields: dict[str, Any] = {"http_status": delivery.http_status}
+    if delivery.delivered:
+        fields |= {"status": EventStatus.SENT, "next_attempt_at": None, "finished_at": now}
+        fields["last_error"] = None
+        return event.model_copy(update=fields)
+    fields["last_error"] = (delivery.error or "failed")[:ERROR_LIMIT]
+    due = now + retry_wait(event.attempts)
+    if due > event.deadline:
+        fields |= {"status": EventStatus.DROPPED, "next_attempt_at": None, "finished_at": now}
+    else:
+        fields["next_attempt_at"] = due
+    return event.model_copy(update=fields)
+
+
+def lapsed(event: Event, now: datetime) -> Event | None:
+    """An event whose claim lapsed (its replica died mid-delivery) past its deadline:
+    dropped. None when it may still be tried."""
+    if event.status is EventStatus.PENDING and now > event.deadline:
+        return event.model_copy(
+            update={"status": EventStatus.DROPPED, "next_attempt_at": None, "finished_at": now}
+        )
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    """What the rules read of a task: its id and name (in the body) and `notify`."""
+
+    id: UUID
+    name: str
+    notify: Notify | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRules:
+    """Which events a cause raises, and where they go. `default_url` is
+    SCHEDULER_EVENTS_URL: the destination of every task without `notify`."""
+
+    default_url: str | None = None
+
+    def destination(self, task: TaskRef, event_type: EventType) -> Destination | None:
+        notify = task.notify
+        if notify is not None:
+            if event_type not in notify.events:
+                return None
+            return Destination(url=notify.url, auth=notify.auth, headers_env=notify.headers_env)
+        if self.default_url:
+            return Destination(url=self.default_url)
+        return None
+
+    def on_claim(self, task: TaskRef, run: Run) -> list[Event]:
+        """A claim (or a manual fire) recorded `run`: missed and skipped runs raise
+        their events at once, since no call follows."""
+        kind = {RunStatus.MISSED: EventType.RUN_MISSED, RunStatus.SKIPPED: EventType.RUN_SKIPPED}
+        event_type = kind.get(run.status)
+        if event_type is None:
+            return []
+        return self._raise(task, event_type, run, run.claimed_at)
+
+    def on_outcome(
+        self, task: TaskRef, run: Run, *, failures_before: int, counted: bool, paused: bool
+    ) -> list[Event]:
+        """`run` finished (or was found lost). `failures_before` is the task's
+        consecutive failures before it counted; `counted` whether it counted (a
+        scheduled success or failure); `paused` whether it paused the task."""
+        now = run.finished_at or run.claimed_at
+        events = []
+        if run.status is RunStatus.FAILED:
+            events += self._raise(task, EventType.RUN_FAILED, run, now)
+        if paused:
+            events += self._raise(task, EventType.TASK_AUTO_PAUSED, run, now)
+        if counted and run.status is RunStatus.SUCCEEDED and failures_before > 0:
+            events += self._raise(task, EventType.TASK_RECOVERED, run, now)
+        return events
+
+    def _raise(
+        self, task: TaskRef, event_type: EventType, run: Run | None, now: datetime
+    ) -> list[Event]:
+        destination = self.destination(task, event_type)
+        if destination is None:
+            return []
+        return [new_event(event_type, task, run, now, destination)]
+
+
+def outcome_events(
+    rules: EventRules,
+    tasks: Mapping[UUID, TaskRef],
+    counts_before: Mapping[UUID, TaskCount],
+    finished_runs: Iterable[Run],
+) -> list[Event]:
+    """The events a batch of finished runs raises, counted in the order of the batch as
+    `domain.outcomes.count_outcomes` counts them (so a run knows the failures before it,
+    and whether it paused its task). `tasks` names the tasks of the runs (a run whose
+    task is gone raises nothing); `counts_before` holds those whose count may change."""
+    counts = dict(counts_before)
+    events: list[Event] = []
+    for run in finished_runs:
+        count = counts.get(run.task_id)
+        failures_before, paused = 0, False
+        if count is not None:
+            after = count_outcome(count, run)
+            failures_before, paused = count.consecutive_failures, after.paused and not count.paused
+            counts[run.task_id] = after
+        task = tasks.get(run.task_id)
+        if task is not None:
+            counted = count is not None and outcomes.counts(run)
+            events += rules.on_outcome(
+                task, run, failures_before=failures_before, counted=counted, paused=paused
+            )
+    return events
+
+
+def new_event(
+    event_type: EventType,
+    task: TaskRef,
+    run: Run | None,
+    now: datetime,
+    destination: Destination,
+) -> Event:
+    event_id = uuid4()
+    payload: dict[str, JsonValue] = {
+        "type": event_type.value,
+        "timestamp": _rfc3339(now),
+        "data": {
+            "event_id": str(event_id),
+            "task": {"id": str(task.id), "name": task.name},
+            "run": None if run is None else run_json(run),
+        },
+    }
+    return Event(
+        id=event_id,
+        type=event_type,
+        task_id=task.id,
+        task_name=task.name,
+        run_id=None if run is None else run.id,
+        payload=payload,
+        destination=destination,
+        created_at=now,
+        next_attempt_at=now,
+        deadline=now + DELIVERY_WINDOW,
+    )
+
+
+def run_json(run: Run) -> dict[str, JsonValue]:
+    """`run` as the API shows it: JSON, every instant in UTC."""
+    shown: dict[str, JsonValue] = run.model_dump(mode="json")
+    for name, value in run:
+        if isinstance(value, datetime):
+            shown[name] = _rfc3339(value)
+    return shown
+
+
+def _rfc3339(instant: datetime) -> str:
+    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
