@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from domain.events import Delivery, Event, EventStatus
 from domain.history import TaskVersion
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
@@ -61,6 +62,46 @@ class TaskUpdate:
     task: Task
     expected_version: int
     reschedule: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EventPageKey:
+    """Keyset position in the event listing, ordered newest first by (created_at, id)."""
+
+    created_at: datetime
+    id: UUID
+
+
+class EventStore(Protocol):
+    """The outbox of events (`domain.events`). Events are written by the TaskStore
+    methods that record their causes, in the same transaction; this port delivers them.
+    Every decision (claimed, sent, retried, dropped) is the domain's."""
+
+    async def claim_events(self, now: datetime, limit: int) -> list[Event]:
+        """Atomically take up to `limit` pending events due at `now`, earliest first,
+        each as `domain.events.claimed` (or `lapsed`: past its deadline, DROPPED and
+        returned so, not to be sent). Two callers never take the same attempt."""
+        ...
+
+    async def record_deliveries(
+        self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
+    ) -> list[Event]:
+        """Settle attempts (event id, its `attempts` when claimed, how it went) with
+        `domain.events.attempted`, in one transaction. An attempt whose claim was taken
+        over meanwhile (attempts moved on) or that is no longer pending is left out."""
+        ...
+
+    async def list_events(
+        self, status: EventStatus | None, after: EventPageKey | None, limit: int
+    ) -> list[Event]:
+        """Events newest first by (created_at, id), strictly after `after`."""
+        ...
+
+    async def count_events(self, status: EventStatus) -> int: ...
+
+    async def delete_events_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` sent or dropped events finished before `cutoff`."""
+        ...
 
 
 class TaskStore(Protocol):

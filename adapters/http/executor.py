@@ -34,6 +34,7 @@ from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
 from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
+from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Event
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 
@@ -103,6 +104,25 @@ class HttpExecutor:
         self._check_host("target.url", target.url, templated=target.template)
         if isinstance(target.auth, OAuth2ClientCredentials):
             self._check_host("target.auth.token_url", target.auth.token_url)
+
+    async def deliver(self, event: Event) -> Delivery:
+        """One attempt to send `event` to its destination: a signed JSON POST, through
+        the outbound guard, with the destination's auth and headers_env. Never raises
+        for a failed attempt."""
+        destination = event.destination
+        try:
+            credentials = credentials_for(
+                destination.auth, self._env(), destination.headers_env, owner="notify"
+            )
+        except MissingSecret as exc:
+            return Delivery(delivered=False, error=str(exc))
+        key = str(event.id)
+        headers = {"Idempotency-Key": key, "X-Scheduler-Task-Id": str(event.task_id)}
+        request = _Request("POST", destination.url, headers, event.payload, webhook_id=key)
+        result = await self._attempt(DELIVERY_TIMEOUT_SECONDS, request, credentials)
+        if result.status == 401 and credentials.oauth2_secret is not None:
+            self._tokens.drop(credentials)  # the next attempt asks for a new token
+        return Delivery(delivered=result.succeeded, http_status=result.status, error=result.error)
 
     async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
         started = self._clock.now()
@@ -189,7 +209,7 @@ class HttpExecutor:
         while True:
             calls += 1
             started = time.monotonic()
-            result = await self._attempt(task.target, request, credentials)
+            result = await self._attempt(task.target.timeout_seconds, request, credentials)
             self._log_result(task, run, calls, result, time.monotonic() - started)
             if result.status == 401 and credentials.oauth2_secret is not None and not refreshed:
                 # The token may have been revoked or expired early: one more call with a
@@ -205,9 +225,9 @@ class HttpExecutor:
             await asyncio.sleep(wait)
 
     async def _attempt(
-        self, target: HttpTarget, request: _Request, credentials: Credentials
+        self, seconds: float, request: _Request, credentials: Credentials
     ) -> _Result:
-        timeout = target.timeout_seconds
+        timeout = seconds
         limit = self._settings.response_excerpt_bytes
         try:
             async with asyncio.timeout(timeout):

@@ -1,0 +1,199 @@
+"""The event sender: drains the outbox of this store, on every replica that runs an
+engine. Each batch is claimed by one replica (the store's claim), sent concurrently,
+and settled in one write; the retry schedule and the drop are the domain's."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol
+from uuid import UUID
+
+from application.pagination import Page, decode_cursor, encode_cursor
+from application.ports import Clock, EventPageKey, EventStore
+from domain.errors import InvalidRequest
+from domain.events import Delivery, Event, EventStatus
+
+log = logging.getLogger("scheduler.events")
+
+
+class EventDelivery(Protocol):
+    async def deliver(self, event: Event) -> Delivery: ...
+
+
+class EventObserver(Protocol):
+    """Hooks the sender calls, for metrics; each returns at once and never raises."""
+
+    def event_settled(self, event: Event) -> None:
+        """An attempt ended: `event` is now SENT, PENDING (to be retried) or DROPPED."""
+        ...
+
+    def events_pending(self, n: int) -> None: ...
+
+
+class NoEventObserver:
+    def event_settled(self, event: Event) -> None:
+        return None
+
+    def events_pending(self, n: int) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class SenderSettings:
+    batch_size: int = 500
+    poll_interval: float = 1.0  # seconds between looks at an outbox with nothing due
+    retention: timedelta = timedelta(days=30)  # sent and dropped events are kept this long
+    retention_sweep_interval: timedelta = timedelta(minutes=10)
+    retention_batch_size: int = 1000
+
+
+class EventSender:
+    def __init__(
+        self,
+        store: EventStore,
+        delivery: EventDelivery,
+        clock: Clock,
+        observer: EventObserver | None = None,
+        settings: SenderSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._delivery = delivery
+        self._clock = clock
+        self._observer = observer or NoEventObserver()
+        self.settings = settings or SenderSettings()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._next_sweep: datetime | None = None
+
+    async def send_due(self) -> int:
+        """Claim one batch of due events, send it, settle it; how many were claimed."""
+        claimed = await self._store.claim_events(self._clock.now(), self.settings.batch_size)
+        to_send = [event for event in claimed if event.status is EventStatus.PENDING]
+        for event in claimed:
+            if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
+                self._settled(event)
+        if to_send:
+            deliveries = await asyncio.gather(*(self._send(event) for event in to_send))
+            results: Sequence[tuple[UUID, int, Delivery]] = [
+                (event.id, event.attempts, delivery)
+                for event, delivery in zip(to_send, deliveries, strict=True)
+            ]
+            for event in await self._store.record_deliveries(results, self._clock.now()):
+                self._settled(event)
+        return len(claimed)
+
+    async def sweep(self) -> int:
+        """Delete sent and dropped events older than the retention; how many."""
+        settings = self.settings
+        cutoff = self._clock.now() - settings.retention
+        deleted = 0
+        while True:
+            count = await self._store.delete_events_before(cutoff, settings.retention_batch_size)
+            deleted += count
+            if count < settings.retention_batch_size:
+                return deleted
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._stopping.clear()
+            self._task = asyncio.create_task(self._loop(), name="event-sender")
+
+    async def stop(self) -> None:
+        """Stop claiming; attempts in flight finish and are settled first."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        self._stopping.set()
+        await task
+
+    async def _loop(self) -> None:
+        while not self._stopping.is_set():
+            claimed = 0
+            try:
+                claimed = await self.send_due()
+                self._observer.events_pending(await self._store.count_events(EventStatus.PENDING))
+                now = self._clock.now()
+                if self._next_sweep is None or now >= self._next_sweep:
+                    self._next_sweep = now + self.settings.retention_sweep_interval
+                    deleted = await self.sweep()
+                    if deleted:
+                        log.info("old events deleted", extra={"count": deleted})
+            except Exception:
+                log.exception("event sender: a store call failed; retrying")
+            if claimed < self.settings.batch_size:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval)
+
+    async def _send(self, event: Event) -> Delivery:
+        try:
+            delivery = await self._delivery.deliver(event)
+        except Exception as exc:  # the port never raises; a bug must not lose the batch
+            log.error("event %s: unexpected error delivering: %s", event.id, type(exc).__name__)
+            delivery = Delivery(delivered=False, error=f"unexpected error: {type(exc).__name__}")
+        if not delivery.delivered:
+            log.warning(
+                "event %s (%s of task %s) attempt %d failed: %s",
+                event.id,
+                event.type.value,
+                event.task_name,
+                event.attempts,
+                delivery.error,
+                extra={"event_id": str(event.id), "task_id": str(event.task_id)},
+            )
+        return delivery
+
+    def _settled(self, event: Event) -> None:
+        self._observer.event_settled(event)
+        if event.status is EventStatus.DROPPED:
+            log.error(
+                "event %s (%s of task %s) dropped after %d attempts: %s",
+                event.id,
+                event.type.value,
+                event.task_name,
+                event.attempts,
+                event.last_error,
+                extra={"event_id": str(event.id), "task_id": str(event.task_id)},
+            )
+
+
+MAX_PAGE = 500
+
+
+class EventListing:
+    """GET /events: the outbox, newest first, with the same cursors as other lists."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    async def list_events(
+        self, status: EventStatus | None = None, limit: int = 50, cursor: str | None = None
+    ) -> Page[Event]:
+        """Raises InvalidRequest for a bad limit or cursor."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
+        after = None
+        if cursor is not None:
+            payload = decode_cursor(cursor)
+            try:
+                status = EventStatus(payload["status"]) if payload["status"] else None
+                instant, key_id = payload["key"]
+                after = EventPageKey(datetime.fromisoformat(instant), UUID(key_id))
+            except (KeyError, TypeError, ValueError):
+                raise InvalidRequest("cursor", "is not an event cursor") from None
+        events = await self._store.list_events(status, after, limit + 1)
+        next_cursor = None
+        if len(events) > limit:
+            events = events[:limit]
+            last = events[-1]
+            next_cursor = encode_cursor(
+                {
+                    "status": status.value if status else None,
+                    "key": [last.created_at.isoformat(), str(last.id)],
+                }
+            )
+        return Page(events, next_cursor)
