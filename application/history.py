@@ -23,7 +23,7 @@ async def task_history(
     """The versions of the task `ref` names (its id or name), newest first. The history
     of a deleted task stays readable by its id, ending with its deletion. Raises
     TaskNotFound for an id or name that no task has or had."""
-    task_id = await _task_id(store, find_task, ref)
+    task_id = await task_id_of(store, find_task, ref)
     before = None
     if cursor is not None:
         payload = decode_cursor(cursor)
@@ -41,7 +41,7 @@ async def task_history(
     return Page(versions, cursor)
 
 
-async def _task_id(
+async def task_id_of(
     store: TaskStore, find_task: Callable[[str | UUID], Awaitable[Task]], ref: str | UUID
 ) -> UUID:
     try:

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 
+from application.explain import explain
 from application.history import task_history
 from application.pagination import Page, decode_cursor, encode_cursor
 from application.patching import merge_patch
@@ -27,6 +28,7 @@ from application.run_listing import list_all_runs
 from domain.calendars import Calendar
 from domain.claims import SECOND, first_fire_at_or_after, initial_fire_at, run_instant, truncate
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
+from domain.explain import Explanation
 from domain.history import TaskVersion
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run, RunStatus
@@ -173,6 +175,13 @@ class SchedulingService:
         task = await self.get_task(ref)
         now = truncate(self._clock.now())
         await self._store.delete_task(task.id, at=now, actor=actor)
+
+    async def explain(self, ref: str | UUID, at: datetime | None) -> Explanation:
+        """What became of the occurrence at or just before `at` (default now): see
+        `application.explain`."""
+        now = truncate(self._clock.now())
+        instant = now if at is None else truncate(at)
+        return await explain(self._store, self.get_task, ref, instant, now)
 
     async def task_history(
         self, ref: str | UUID, limit: int = 50, cursor: str | None = None

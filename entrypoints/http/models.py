@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, cr
 
 from domain.calendars import Calendar
 from domain.claims import run_instant
+from domain.explain import Explanation, Verdict
 from domain.history import ChangeCause, TaskVersion
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run
@@ -130,6 +131,28 @@ class OmissionResource(BaseModel):
     wall: str
     reason: Literal["dst_gap", "excluded", "rolled_away"]
     calendar: str | None
+
+
+class ExplainAnswer(BaseModel):
+    """What became of one occurrence (docs/api.md "Explain")."""
+
+    occurrence: UtcDatetime | None = Field(
+        description="the fire time at or just before `at` under the trigger in force then"
+    )
+    verdict: Verdict
+    detail: str = Field(description="one plain sentence saying why")
+    runs: list[RunResource]
+    task_version: int | None = Field(description="the task's version in force at `at`")
+
+    @classmethod
+    def of(cls, explanation: Explanation) -> ExplainAnswer:
+        return cls(
+            occurrence=explanation.occurrence,
+            verdict=explanation.verdict,
+            detail=explanation.detail,
+            runs=[RunResource.of(run) for run in explanation.runs],
+            task_version=explanation.task_version,
+        )
 
 
 class FireTimes(BaseModel):

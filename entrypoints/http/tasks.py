@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from litestar import Controller, Response, delete, get, patch, post
@@ -16,6 +17,7 @@ from entrypoints.http.auth import MUTATION
 from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody
 from entrypoints.http.docs import ETAG, LOCATION, errors
 from entrypoints.http.models import (
+    ExplainAnswer,
     FireTimes,
     HistoryItem,
     HistoryPage,
@@ -295,3 +297,22 @@ class TaskController(Controller):
         return HistoryPage(
             items=[HistoryItem.of(v) for v in page.items], next_cursor=page.next_cursor
         )
+
+    @get(
+        "/{id:str}/explain",
+        operation_id="explainOccurrence",
+        summary="What became of the occurrence at or just before an instant",
+        description="Under the trigger in force at `at` (the task's history): the verdict, "
+        "one sentence saying why, the runs that stood for it and the task version.",
+        responses=errors(404, 422, mutation=False),
+    )
+    async def explain(
+        self,
+        id: TaskRef,
+        scheduling: NamedDependency[SchedulingService],
+        at: Annotated[
+            datetime | None,
+            QueryParameter(description="An instant with its offset; default now."),
+        ] = None,
+    ) -> ExplainAnswer:
+        return ExplainAnswer.of(await scheduling.explain(id, at))

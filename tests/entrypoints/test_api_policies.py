@@ -44,3 +44,24 @@ async def test_a_bad_policy_is_a_422_naming_it_and_nothing_is_written(
     patch = await client.patch("/tasks/nightly-report", json={field: value})
     assert fields(assert_problem(patch, 422)) == [field]
     assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
+
+
+async def test_explain_answers_the_contract_shape(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+    response = await client.get("/tasks/nightly-report/explain")
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert set(answer) == {"occurrence", "verdict", "detail", "runs", "task_version"}
+    # Created just now: the trigger's occurrence before now came before the task.
+    assert answer["verdict"] == "not_scheduled" and answer["detail"].startswith("not scheduled: ")
+
+
+async def test_explain_of_an_unknown_task_or_a_bad_instant_is_a_problem(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    assert_problem(await client.get("/tasks/nobody/explain"), 404)
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+    problem = assert_problem(await client.get("/tasks/nightly-report/explain?at=yesterday"), 422)
+    assert fields(problem) == ["at"]

@@ -1,0 +1,150 @@
+"""Explain an occurrence: what became of it, from its task's history and its runs.
+
+Pure: the use case (application/explain.py) gathers the versions and runs; these
+functions decide the verdict and write the one sentence that says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from domain.history import TaskVersion
+from domain.runs import Run, RunStatus
+from domain.tasks import TaskSpec
+from domain.triggers import Trigger
+
+SECOND = timedelta(seconds=1)
+# How far back the search for the occurrence at or before an instant looks: further
+# than any trigger's gap between two fire times (a yearly cron, a leap day).
+LOOKBACK = timedelta(days=366 * 8)
+
+
+class Verdict(StrEnum):
+    RAN = "ran"
+    FAILED = "failed"
+    MISSED = "missed"
+    SKIPPED = "skipped"
+    COALESCED = "coalesced"
+    QUEUED = "queued"
+    CANCELLED = "cancelled"
+    NOT_SCHEDULED = "not_scheduled"
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    occurrence: datetime | None
+    verdict: Verdict
+    detail: str
+    runs: list[Run]
+    task_version: int | None
+
+
+def stamp(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def latest_fire_at_or_before(trigger: Trigger, instant: datetime) -> datetime | None:
+    """The trigger's last fire time at or before `instant`, None within LOOKBACK."""
+    back = SECOND
+    while back <= LOOKBACK:
+        candidate = trigger.next_fire_time(instant - back)
+        if candidate is not None and candidate <= instant:
+            following = trigger.next_fire_time(candidate)
+            while following is not None and following <= instant:
+                candidate, following = following, trigger.next_fire_time(following)
+            return candidate
+        back *= 2
+    return None
+
+
+def spec_of(version: TaskVersion) -> TaskSpec | None:
+    """The task as the version left it; None once deleted."""
+    return None if version.state is None else TaskSpec.model_validate(version.state)
+
+
+def not_scheduled(
+    occurrence: datetime | None, detail: str, version: TaskVersion | None
+) -> Explanation:
+    number = None if version is None else version.version
+    return Explanation(occurrence, Verdict.NOT_SCHEDULED, f"not scheduled: {detail}", [], number)
+
+
+def paused_detail(paused: TaskVersion, resumed: TaskVersion | None) -> str:
+    """ "the task was paused from … to … by …" for the version that paused it."""
+    who = "pause_after_failures" if paused.cause == "auto_pause" else _actor(paused)
+    until = f" to {stamp(resumed.at)}" if resumed is not None else ""
+    return f"the task was paused from {stamp(paused.at)}{until} by {who}"
+
+
+def _actor(version: TaskVersion) -> str:
+    return f"token {version.actor}" if version.actor else "an API request"
+
+
+def from_runs(
+    occurrence: datetime,
+    runs: list[Run],
+    later: Run | None,
+    spec: TaskSpec,
+    in_flight: list[Run],
+    version: int,
+) -> Explanation:
+    """The verdict of an occurrence the task was scheduled for: from the runs recorded
+    for it (`runs`, newest first), else from the next later run (`later`), which stood
+    for it when it folded it (`coalesced`). `in_flight` are the task's runs that held a
+    slot when a skipped run was claimed."""
+    if not runs:
+        if later is not None and later.status is RunStatus.MISSED:
+            return Explanation(
+                occurrence,
+                Verdict.MISSED,
+                f"missed: folded into missed run {later.id} for {stamp(later.scheduled_for)}, "
+                f"claimed {_late(later)} s after it, past the "
+                f"{spec.misfire_grace_seconds} s grace",
+                [later],
+                version,
+            )
+        if later is not None:
+            return Explanation(
+                occurrence,
+                Verdict.COALESCED,
+                f"coalesced: run {later.id} for {stamp(later.scheduled_for)} stood for it "
+                f"and {later.coalesced - 1} other occurrence(s) (catch_up {spec.catch_up})",
+                [later],
+                version,
+            )
+        return Explanation(
+            occurrence, Verdict.MISSED, "missed: no run was recorded for it", [], version
+        )
+    run = runs[0]
+    return Explanation(occurrence, *_of_run(run, spec, in_flight), runs, version)
+
+
+def _late(run: Run) -> int:
+    return int((run.claimed_at - run.scheduled_for).total_seconds())
+
+
+def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, str]:
+    status = run.status
+    if status is RunStatus.SUCCEEDED:
+        return Verdict.RAN, f"ran: run {run.id} succeeded after {run.attempts} attempt(s)"
+    if status is RunStatus.RUNNING:
+        return Verdict.RAN, f"ran: run {run.id} is running since {stamp(run.claimed_at)}"
+    if status is RunStatus.FAILED:
+        return Verdict.FAILED, f"failed: run {run.id} failed: {run.error}"
+    if status is RunStatus.MISSED:
+        return Verdict.MISSED, (
+            f"missed: claimed {_late(run)} s after {stamp(run.scheduled_for)}, past the "
+            f"{spec.misfire_grace_seconds} s grace"
+        )
+    if status is RunStatus.SKIPPED:
+        limit = spec.max_running_instances
+        holders = ", ".join(str(r.id) for r in in_flight) or "runs of this task"
+        slots = "the only slot" if limit == 1 else f"all {limit} slots"
+        return Verdict.SKIPPED, (
+            f"skipped: {holders} held {slots} (max_running_instances = {limit})"
+        )
+    if status is RunStatus.CANCELLED:
+        return Verdict.CANCELLED, f"cancelled: run {run.id}: {run.error}"
+    return Verdict.QUEUED, f"queued: run {run.id} waits for a slot"

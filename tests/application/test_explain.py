@@ -1,0 +1,156 @@
+"""What became of an occurrence (`explain`): the verdict and its sentence, from the task's
+history and runs, driven through SchedulingService on the in-memory store and a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from adapters.clock import FakeClock
+from adapters.http import HttpExecutor
+from adapters.memory import InMemoryTaskStore
+from application.engine import TriggerLoop
+from application.engine_settings import EngineSettings
+from application.scheduling import SchedulingService
+from domain.errors import TaskNotFound
+from domain.explain import Verdict
+from domain.runs import RunOutcome, RunStatus
+from domain.tasks import TaskSpec
+
+T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+REPLICA = "test:1"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+async def service(
+    clock: FakeClock, memory_store: InMemoryTaskStore
+) -> AsyncIterator[SchedulingService]:
+    executor = HttpExecutor()
+    engine = TriggerLoop(
+        memory_store, memory_store.new_waker(), executor, clock, EngineSettings(replica=REPLICA)
+    )
+    yield SchedulingService(memory_store, executor, clock, engine, replica=REPLICA)
+    await executor.close()
+
+
+def spec(**overrides: Any) -> TaskSpec:
+    data: dict[str, Any] = {
+        "name": "minutely",
+        "trigger": {"kind": "interval", "every": 60, "anchor": T0.isoformat()},
+        "target": {"url": "http://127.0.0.1:9/run", "timeout_seconds": 100},
+    }
+    data.update(overrides)
+    return TaskSpec.model_validate(data)
+
+
+def succeeded(at: datetime) -> RunOutcome:
+    return RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, http_status=200, finished_at=at)
+
+
+async def test_a_run_that_succeeded_ran(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(spec())
+    [claimed] = await memory_store.claim_due(T0, 10, REPLICA)
+    await memory_store.finish_run(claimed.run.id, succeeded(T0 + SECOND))
+    clock.set(T0 + 30 * SECOND)
+
+    answer = await service.explain("minutely", T0 + 30 * SECOND)
+
+    assert (answer.occurrence, answer.verdict, answer.task_version) == (T0, Verdict.RAN, 1)
+    assert [run.id for run in answer.runs] == [claimed.run.id]
+    assert answer.detail == f"ran: run {claimed.run.id} succeeded after 1 attempt(s)"
+
+
+async def test_a_late_claim_is_missed_and_says_by_how_much(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(spec(misfire_grace_seconds=10))
+    await memory_store.claim_due(T0 + 30 * SECOND, 10, REPLICA)
+    clock.set(T0 + 40 * SECOND)
+
+    answer = await service.explain("minutely", T0 + 5 * SECOND)
+
+    assert answer.verdict is Verdict.MISSED
+    assert answer.detail == "missed: claimed 30 s after 2026-03-07T12:00:00Z, past the 10 s grace"
+
+
+async def test_a_folded_occurrence_is_coalesced_into_the_later_run(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(spec(misfire_grace_seconds=None))
+    [claimed] = await memory_store.claim_due(T0 + 2 * MINUTE, 10, REPLICA)
+    assert claimed.run.coalesced == 3
+    clock.set(T0 + 3 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + 30 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0, Verdict.COALESCED)
+    assert [run.id for run in answer.runs] == [claimed.run.id]
+    assert str(claimed.run.id) in answer.detail and "2 other occurrence(s)" in answer.detail
+
+
+async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(spec())
+    [held] = await memory_store.claim_due(T0, 10, REPLICA)
+    [skipped] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
+    assert skipped.run.status is RunStatus.SKIPPED
+    clock.set(T0 + 70 * SECOND)
+
+    answer = await service.explain("minutely", T0 + 61 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0 + MINUTE, Verdict.SKIPPED)
+    assert answer.detail == (
+        f"skipped: {held.run.id} held the only slot (max_running_instances = 1)"
+    )
+
+
+async def test_a_paused_task_was_not_scheduled_and_says_who_paused_it(
+    service: SchedulingService, clock: FakeClock
+) -> None:
+    await service.create_task(spec(), actor="deploy")
+    clock.set(T0 + 10 * SECOND)
+    await service.pause_task("minutely", actor="ops")
+    clock.set(T0 + 200 * SECOND)
+    await service.resume_task("minutely", actor="ops")
+
+    answer = await service.explain("minutely", T0 + 70 * SECOND)
+
+    assert (answer.occurrence, answer.verdict, answer.task_version) == (
+        T0 + MINUTE,
+        Verdict.NOT_SCHEDULED,
+        2,
+    )
+    assert answer.detail == (
+        "not scheduled: the task was paused from 2026-03-07T12:00:10Z "
+        "to 2026-03-07T12:03:20Z by token ops"
+    )
+
+
+async def test_before_the_task_existed_and_for_an_unknown_task(
+    service: SchedulingService,
+) -> None:
+    await service.create_task(spec())
+
+    answer = await service.explain("minutely", T0 - MINUTE)
+
+    assert (answer.verdict, answer.occurrence, answer.task_version) == (
+        Verdict.NOT_SCHEDULED,
+        None,
+        None,
+    )
+    assert answer.detail == "not scheduled: the task did not exist at 2026-03-07T11:59:00Z"
+    with pytest.raises(TaskNotFound):
+        await service.explain("nobody", T0)
