@@ -276,6 +276,7 @@ API_MD_ROUTES = {
     ("post", "/tasks/{id}/dry-run"), ("post", "/tasks/{id}/runs"), ("get", "/tasks/{id}/runs"),
     ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"),
     ("get", "/tasks/{id}/upcoming"), ("get", "/tasks/{id}/history"), ("put", "/tasks/{id}"),
+    ("get", "/tasks/{id}/explain"),
     ("post", "/tasks/apply"),
     ("post", "/triggers/preview"), ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
 }  # fmt: skip
