@@ -39,6 +39,12 @@ def rfc3339(instant: datetime) -> str:
     return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+def _printed(value: Any) -> Any:
+    """What `{{ expression }}` prints: null (`last_run` before the first run, an unset
+    task field) prints as nothing, never as Python's "None" (docs/api.md, "Templates")."""
+    return "" if value is None else value
+
+
 class _Sandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**"})
 
@@ -78,7 +84,7 @@ def _body_strings(path: str, value: JsonValue) -> Iterator[tuple[str, str]]:
 
 class Templates:
     def __init__(self) -> None:
-        self._env = _Sandbox(undefined=StrictUndefined, autoescape=False)
+        self._env = _Sandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
         self._compiled: dict[str, Template] = {}
 
     def check(self, target: HttpTarget) -> None:

@@ -48,19 +48,28 @@ async def test_url_headers_and_body_are_rendered(
     }
 
 
-async def test_last_run_is_none_and_now_is_utc(
+async def test_last_run_is_null_on_a_first_run_and_now_is_utc(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     task = make_task(
         recording_target.url("/"),
         template=True,
-        body={"last": "{{ last_run is none }}", "now": "{{ now }}"},
+        body={
+            "last": "{{ last_run is none }}",
+            "printed": "{{ last_run }}",
+            "since": "{{ last_run or 'never' }}",
+            "description": "[{{ task.description }}]",
+            "now": "{{ now }}",
+        },
     )
 
     await executor.execute(task, make_run(task), None)
 
     body = recording_target.received()[0].json()
     assert body["last"] == "True"
+    assert body["printed"] == ""  # null prints as nothing, never as "None"
+    assert body["since"] == "never"
+    assert body["description"] == "[]"
     assert body["now"].endswith("Z")
 
 
