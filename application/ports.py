@@ -358,5 +358,7 @@ class RunDispatcher(Protocol):
 
     def dispatch(self, claimed: ClaimedRun) -> None:
         """Call the target of `claimed` in the background and record the outcome,
-        under this process's ceiling on concurrent runs. Returns at once."""
+        under this process's ceiling on concurrent runs; a run that is not to be called
+        (`should_call` false: recorded SKIPPED already) is only reported to the engine's
+        observer. Returns at once."""
         ...

@@ -197,8 +197,9 @@ class SchedulingService:
         has `max_running_instances` runs in flight (then the run is recorded SKIPPED)."""
         task = await self.get_task(ref)
         claimed = await self._store.start_manual_run(task.id, self._clock.now(), self._replica)
-        if claimed.should_call:
-            self._dispatcher.dispatch(claimed)
+        # A SKIPPED run too: the dispatcher counts and logs a run it does not call, as
+        # the engine does with one it claims SKIPPED.
+        self._dispatcher.dispatch(claimed)
         return claimed.run
 
     async def dry_run(self, ref: str | UUID) -> RenderedRequest:

@@ -450,7 +450,7 @@ async def _status(client: Client, path: str, status: int) -> bool:
     return (await client.get(path)).status_code == status
 
 
-async def test_fire_now_at_max_running_instances_records_a_skipped_run(
+async def test_fire_now_at_max_running_instances_records_and_counts_a_skipped_run(
     client: Client, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/hang", Response(delay=30))
@@ -462,3 +462,5 @@ async def test_fire_now_at_max_running_instances_records_a_skipped_run(
 
     assert response.status_code == 202
     assert response.json()["status"] == "skipped"
+    metrics = (await client.get("/metrics")).text
+    assert 'scheduler_runs_total{status="skipped"} 1.0' in metrics
