@@ -26,10 +26,11 @@ from application.ports import (
 )
 from application.run_listing import list_all_runs
 from domain.calendars import Calendar
-from domain.claims import SECOND, first_fire_at_or_after, initial_fire_at, run_instant, truncate
+from domain.claims import SECOND, first_fire_at_or_after, initial_fire_at, run_instant
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.explain import Explanation
 from domain.history import TaskVersion
+from domain.instants import truncate
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskStore, TaskUpdate
-from domain.claims import truncate
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
@@ -24,6 +23,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.instants import truncate
 from domain.tasks import Task, TaskSpec
 from domain.triggers import CalendarTrigger, IntervalTrigger, Trigger
 from domain.validation import FieldError

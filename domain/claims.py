@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID, uuid4
 
+from domain.instants import truncate
 from domain.runs import Run, RunStatus
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 from domain.triggers import IntervalTrigger, OneShotTrigger, Trigger
@@ -59,13 +60,6 @@ class ClaimDecision:
     next_run_at: datetime | None
     lateness: timedelta
     earlier: tuple[EarlierRun, ...] = ()
-
-
-def truncate(instant: datetime) -> datetime:
-    """Whole seconds in UTC: the resolution of every instant the scheduler stores."""
-    if instant.tzinfo is None:
-        raise ValueError("instant must be timezone-aware")
-    return instant.astimezone(timezone.utc).replace(microsecond=0)
 
 
 def jitter_offset(task_id: UUID, occurrence: datetime, jitter_seconds: int) -> timedelta:

@@ -7,8 +7,9 @@ from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from domain.instants import truncate
 from domain.tasks import Task
 
 RESPONSE_EXCERPT_LIMIT = 1024
@@ -65,6 +66,13 @@ class RunOutcome(BaseModel):
     error: str | None = None
     started_at: datetime | None = None
     finished_at: datetime
+
+    @field_validator("started_at", "finished_at")
+    @classmethod
+    def _whole_seconds(cls, instant: datetime | None) -> datetime | None:
+        # Executors read the clock to the microsecond; a run's start and end are stored
+        # in whole seconds like every other instant (truncated, never rounded up).
+        return None if instant is None else truncate(instant)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
 from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
-from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -25,6 +25,7 @@ from domain.errors import (
     VersionConflict,
 )
 from domain.history import TaskVersion, auto_paused, changed, created, deleted
+from domain.instants import truncate
 from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task, TaskSpec

@@ -34,7 +34,7 @@ from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task, to_version, version_params
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
 from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
-from domain.claims import claim, claimed_task_fields, new_run, resolve_status, truncate
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -45,6 +45,7 @@ from domain.errors import (
 )
 from domain.history import TaskVersion
 from domain.history import created as first_version
+from domain.instants import truncate
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -167,6 +168,25 @@ async def test_pause_and_resume(client: Client, recording_target: RecordingTarge
     assert paused.json()["enabled"] is False and paused.json()["next_run_at"] is None
     assert paused.headers["etag"] == '"2"'
     assert resumed.json()["enabled"] is True and resumed.json()["next_run_at"] is not None
+
+
+WHOLE_SECOND = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+async def test_every_instant_of_a_finished_run_is_in_whole_seconds(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    task = await create(client, cron_task(recording_target.url()))
+    run = (await client.post(f"/tasks/{task['id']}/runs")).json()
+
+    finished = await finished_run(client, run["id"])
+
+    instants = {
+        name: finished[name]
+        for name in ("scheduled_for", "claimed_at", "started_at", "finished_at")
+    }
+    assert all(WHOLE_SECOND.fullmatch(value) for value in instants.values()), instants
+    assert instants["started_at"] <= instants["finished_at"]
 
 
 async def test_delete_keeps_the_runs_readable(

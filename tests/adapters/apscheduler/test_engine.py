@@ -29,8 +29,8 @@ from adapters.memory import InMemoryTaskStore, NoopExecutor  # noqa: E402
 from application.engine_settings import EngineSettings  # noqa: E402
 from application.ports import Clock  # noqa: E402
 from application.scheduling import SchedulingService  # noqa: E402
-from domain.claims import truncate  # noqa: E402
 from domain.errors import StoreUnavailable  # noqa: E402
+from domain.instants import truncate  # noqa: E402
 from domain.runs import ClaimedRun, Run, RunStatus  # noqa: E402
 from domain.tasks import HttpTarget, Task, TaskSpec  # noqa: E402
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger  # noqa: E402
