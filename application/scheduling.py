@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
-from zoneinfo import ZoneInfo
 
 from pydantic import ValidationError
 
@@ -26,7 +25,14 @@ from application.ports import (
 )
 from application.run_listing import list_all_runs
 from domain.calendars import Calendar
-from domain.claims import SECOND, first_fire_at_or_after, initial_fire_at, run_instant
+from domain.claims import (
+    SECOND,
+    complete_trigger,
+    first_fire_at_or_after,
+    initial_fire_at,
+    run_instant,
+    scheduled,
+)
 from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.explain import Explanation
 from domain.history import TaskVersion
@@ -36,8 +42,6 @@ from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import (
     TRIGGER_ADAPTER,
-    CalendarTrigger,
-    IntervalTrigger,
     OneShotTrigger,
     Trigger,
 )
@@ -92,7 +96,7 @@ class SchedulingService:
             updated_at=now,
         )
         self._reject_spent_one_shot(task, now)
-        return self._scheduled(task, now)
+        return scheduled(task, now)
 
     async def get_task(self, ref: str | UUID) -> Task:
         """The task with this id or, failing that, this name. Raises TaskNotFound."""
@@ -373,7 +377,7 @@ class SchedulingService:
             if trigger_changed:
                 self._reject_unknown_calendar(trigger)
                 self._reject_spent_one_shot(task, now)
-            task = self._scheduled(task, now, fired_before=not trigger_changed)
+            task = scheduled(task, now, fired_before=not trigger_changed)
             if resumed:
                 task = task.model_copy(update={"consecutive_failures": 0})
             return task, True
@@ -381,17 +385,6 @@ class SchedulingService:
             task = task.model_copy(update={"next_run_at": run_instant(task, task.next_fire_at)})
             return task, True
         return task, False
-
-    def _scheduled(self, task: Task, now: datetime, *, fired_before: bool = False) -> Task:
-        """`task` with `next_fire_at`/`next_run_at` set as on create or resume."""
-        next_fire_at = None
-        if task.enabled:
-            spent = fired_before and isinstance(task.trigger, OneShotTrigger) and task.last_run_at
-            if not spent:
-                next_fire_at = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
-        return task.model_copy(
-            update={"next_fire_at": next_fire_at, "next_run_at": run_instant(task, next_fire_at)}
-        )
 
     def _reject_unknown_calendar(self, trigger: Trigger) -> None:
         """No calendar is stored yet, so a trigger naming one names one that does not
@@ -413,25 +406,6 @@ class SchedulingService:
 
 # `trigger` and `target.auth` are replaced whole by a merge patch, never merged.
 _WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"))
-
-
-def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
-    """Fill in what a trigger takes from the moment it is created (docs/triggers.md,
-    "Interval" and "Calendar"): an interval without `start_at` is anchored now, a
-    calendar without `start_date` starts today in its timezone."""
-    if isinstance(trigger, IntervalTrigger) and trigger.start_at is None and trigger.anchor is None:
-        return trigger.model_copy(update={"anchor": now})
-    if isinstance(trigger, CalendarTrigger) and trigger.start_date is None:
-        if trigger.start_at is not None:
-            return trigger
-        today = now.astimezone(ZoneInfo(trigger.timezone)).date()
-        return trigger.model_copy(update={"start_date": today})
-    return trigger
-
-
-def _cursor_key(payload: dict[str, Any]) -> tuple[datetime, UUID]:
-    instant, key_id = payload["key"]
-    return datetime.fromisoformat(instant), UUID(key_id)
 
 
 def _as_uuid(ref: str | UUID) -> UUID | None:

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID, uuid4
+from zoneinfo import ZoneInfo
 
 from domain.instants import truncate
 from domain.runs import Run, RunStatus
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
-from domain.triggers import IntervalTrigger, OneShotTrigger, Trigger
+from domain.triggers import CalendarTrigger, IntervalTrigger, OneShotTrigger, Trigger
 
 SECOND = timedelta(seconds=1)
 # Slack on every lease so that a run finishing at its very deadline still owns its slot.
@@ -99,6 +100,34 @@ def initial_fire_at(
                 return run_at
             return None
     return first_fire_at_or_after(trigger, now)
+
+
+def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
+    """Fill in what a trigger takes from the moment it is created (docs/triggers.md,
+    "Interval" and "Calendar"): an interval without `start_at` is anchored now, a
+    calendar without `start_date` starts today in its timezone."""
+    if isinstance(trigger, IntervalTrigger) and trigger.start_at is None and trigger.anchor is None:
+        return trigger.model_copy(update={"anchor": now})
+    if isinstance(trigger, CalendarTrigger) and trigger.start_date is None:
+        if trigger.start_at is not None:
+            return trigger
+        today = now.astimezone(ZoneInfo(trigger.timezone)).date()
+        return trigger.model_copy(update={"start_date": today})
+    return trigger
+
+
+def scheduled(task: Task, now: datetime, *, fired_before: bool = False) -> Task:
+    """`task` with `next_fire_at`/`next_run_at` set as on create or resume: a disabled
+    task, or a one-shot that has fired already (`fired_before` and a `last_run_at`), is
+    due never; any other at `initial_fire_at`, plus its jitter."""
+    next_fire_at = None
+    if task.enabled:
+        spent = fired_before and isinstance(task.trigger, OneShotTrigger) and task.last_run_at
+        if not spent:
+            next_fire_at = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
+    return task.model_copy(
+        update={"next_fire_at": next_fire_at, "next_run_at": run_instant(task, next_fire_at)}
+    )
 
 
 def claim(task: Task, now: datetime) -> ClaimDecision | None:

@@ -85,3 +85,18 @@ class ClaimedRun:
     @property
     def should_call(self) -> bool:
         return self.run.status is RunStatus.RUNNING
+
+
+def occurrence_key(task_id: UUID, occurrence: datetime) -> str:
+    """The `Idempotency-Key` of every call for one occurrence of a task (docs/api.md,
+    "Calling the target"): "<task id>:<occurrence as Unix seconds>", the same on every
+    attempt and every replica."""
+    return f"{task_id}:{int(occurrence.timestamp())}"
+
+
+def idempotency_key(run: Run) -> str:
+    """The `Idempotency-Key` of every call of `run`: its occurrence's key, or
+    "<task id>:<run id>" for a manual run (each manual fire is a call of its own)."""
+    if run.manual:
+        return f"{run.task_id}:{run.id}"
+    return occurrence_key(run.task_id, run.scheduled_for)

@@ -35,7 +35,7 @@ from adapters.http.transport import GuardedTransport
 from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Event
-from domain.runs import Run, RunOutcome, RunStatus
+from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 
 logger = logging.getLogger("scheduler.http")
@@ -283,10 +283,7 @@ class HttpExecutor:
             )
         else:
             url, headers, body = target.url, dict(target.headers), target.body
-        if run.manual:
-            key = f"{task.id}:{run.id}"
-        else:
-            key = f"{task.id}:{int(run.scheduled_for.timestamp())}"
+        key = idempotency_key(run)
         headers |= {
             "Idempotency-Key": key,
             "X-Scheduler-Task-Id": str(task.id),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -51,15 +50,3 @@ class HttpExecutorSettings:
             raise ValueError("max_connections must be at least 1")
         if not 0 <= self.dns_cache_seconds <= 300:
             raise ValueError("dns_cache_seconds must be within 0..300")
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> HttpExecutorSettings:
-        """Read SCHEDULER_TARGET_ALLOW and SCHEDULER_TARGET_DENY (comma-separated)."""
-        return cls(
-            allow=_split(environ.get("SCHEDULER_TARGET_ALLOW", "")),
-            deny=_split(environ.get("SCHEDULER_TARGET_DENY", "")),
-        )
-
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in value.split(",") if item.strip())

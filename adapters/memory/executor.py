@@ -8,7 +8,7 @@ from importlib import metadata
 
 from adapters.clock import SystemClock
 from application.ports import Clock, RenderedRequest
-from domain.runs import Run, RunOutcome, RunStatus
+from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, NoAuth, Task
 
 REDACTED = "***"
@@ -51,12 +51,11 @@ class NoopExecutor:
     ) -> RenderedRequest:
         target = task.target
         scheduled = run.scheduled_for.astimezone(timezone.utc)
-        key = f"{task.id}:{run.id}" if run.manual else f"{task.id}:{int(scheduled.timestamp())}"
         headers = dict(target.headers)
         if not isinstance(target.auth, NoAuth):
             headers["Authorization"] = REDACTED
         headers |= {
-            "Idempotency-Key": key,
+            "Idempotency-Key": idempotency_key(run),
             "X-Scheduler-Task-Id": str(task.id),
             "X-Scheduler-Run-Id": str(run.id),
             "X-Scheduler-Scheduled-For": scheduled.isoformat().replace("+00:00", "Z"),

@@ -7,14 +7,11 @@ from functools import lru_cache
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from pydantic import TypeAdapter
 
 from domain.history import TaskVersion
 from domain.runs import Run
 from domain.tasks import HttpTarget, Task
-from domain.triggers import Trigger
-
-_TRIGGER: TypeAdapter[Trigger] = TypeAdapter(Trigger)
+from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
 def task_params(task: Task) -> dict[str, Any]:
@@ -48,7 +45,7 @@ def _trigger(text: str) -> Trigger:
     # A trigger is an immutable value (docs/triggers.md, "Every kind": plain data):
     # tasks whose trigger JSON is equal may share one validated model. Cron parsing is
     # the dear part.
-    return _TRIGGER.validate_json(text)
+    return TRIGGER_ADAPTER.validate_json(text)
 
 
 @lru_cache(maxsize=4096)

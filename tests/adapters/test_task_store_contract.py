@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from application.ports import RunPageKey, TaskFilter, TaskPageKey, TaskStore
-from domain.claims import initial_fire_at, lease_duration, run_instant
+from domain.claims import lease_duration, run_instant, scheduled
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -52,8 +52,7 @@ def make_task(
         updated_at=now,
         **fields,
     )
-    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds) if task.enabled else None
-    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+    return scheduled(task, now)
 
 
 def succeeded(at: datetime = T0) -> RunOutcome:

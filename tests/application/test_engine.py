@@ -17,7 +17,7 @@ from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
-from domain.claims import initial_fire_at, run_instant
+from domain.claims import scheduled
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
@@ -46,8 +46,7 @@ def make_task(now: datetime = T0, every: int = 60, **fields: Any) -> Task:
         updated_at=now,
         **fields,
     )
-    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
-    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+    return scheduled(task, now)
 
 
 class FlakyStore:

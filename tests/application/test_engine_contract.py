@@ -28,8 +28,8 @@ from application.engine import TriggerLoop
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
 from application.engine_settings import EngineSettings
 from application.ports import Executor, TaskStore, Waker
-from domain.claims import initial_fire_at, run_instant
-from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus
+from domain.claims import initial_fire_at, scheduled
+from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus, occurrence_key
 from domain.tasks import HttpTarget, RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
 from tests.adapters.apscheduler.support import apscheduler_engine_class
@@ -207,12 +207,11 @@ def make_task(
         updated_at=now,
         **fields,
     )
-    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds) if task.enabled else None
-    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+    return scheduled(task, now)
 
 
 def key_of(task: Task, occurrence: datetime) -> str:
-    return f"{task.id}:{int(occurrence.timestamp())}"
+    return occurrence_key(task.id, occurrence)
 
 
 def keys(target: RecordingTarget, path: str | None = None) -> list[str | None]:

@@ -9,13 +9,15 @@ import pytest
 
 from domain.claims import (
     claim,
+    complete_trigger,
     initial_fire_at,
     jitter_offset,
     lease_duration,
     resolve_status,
     run_instant,
+    scheduled,
 )
-from domain.runs import RunStatus
+from domain.runs import Run, RunStatus, idempotency_key, occurrence_key
 from domain.tasks import HttpTarget, RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
 
@@ -212,3 +214,43 @@ def test_coalescing_stops_at_the_end_bound() -> None:
     assert decision.coalesced == 11
     assert decision.scheduled_for == T0 + timedelta(minutes=10)
     assert decision.next_fire_at is None
+
+
+def test_the_idempotency_key_names_the_occurrence_or_the_manual_run() -> None:
+    task_id, run_id = UUID(int=1), UUID(int=2)
+    scheduled_run = Run(
+        id=run_id,
+        task_id=task_id,
+        scheduled_for=datetime(2026, 3, 2, 12, 0, tzinfo=UTC),
+        claimed_at=datetime(2026, 3, 2, 12, 0, 3, tzinfo=UTC),
+        status=RunStatus.RUNNING,
+        replica="r",
+    )
+    assert idempotency_key(scheduled_run) == f"{task_id}:1772452800"
+    assert idempotency_key(scheduled_run) == occurrence_key(task_id, scheduled_run.scheduled_for)
+    manual = scheduled_run.model_copy(update={"manual": True})
+    assert idempotency_key(manual) == f"{task_id}:{run_id}"
+
+
+def test_first_schedule_of_a_new_disabled_or_spent_task() -> None:
+    every_minute = complete_trigger(IntervalTrigger(every=60), T0 + 5 * SECOND)
+    assert every_minute == IntervalTrigger(every=60, anchor=T0 + 5 * SECOND)
+    task = Task(
+        id=TASK_ID,
+        name="t",
+        trigger=every_minute,
+        target=HttpTarget(url="http://127.0.0.1:9/"),
+        created_at=T0,
+        updated_at=T0,
+        jitter_seconds=30,
+    )
+    first = scheduled(task, T0 + 5 * SECOND)
+    assert first.next_fire_at == T0 + 5 * SECOND
+    assert first.next_run_at == run_instant(task, T0 + 5 * SECOND)
+    disabled = scheduled(task.model_copy(update={"enabled": False}), T0)
+    assert (disabled.next_fire_at, disabled.next_run_at) == (None, None)
+    once = task.model_copy(
+        update={"trigger": OneShotTrigger(run_at=T0 + MINUTE), "last_run_at": T0}
+    )
+    assert scheduled(once, T0).next_fire_at == T0 + MINUTE  # a new trigger fires
+    assert scheduled(once, T0, fired_before=True).next_fire_at is None  # spent

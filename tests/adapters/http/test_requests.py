@@ -252,15 +252,6 @@ async def test_cancellation_propagates(
         await call
 
 
-def test_settings_from_the_environment() -> None:
-    settings = HttpExecutorSettings.from_environ(
-        {"SCHEDULER_TARGET_ALLOW": "api.test, 10.0.0.0/8", "SCHEDULER_TARGET_DENY": ""}
-    )
-
-    assert settings.allow == ("api.test", "10.0.0.0/8")
-    assert settings.deny == ()
-
-
 def test_settings_reject_an_excerpt_beyond_the_run_limit() -> None:
     with pytest.raises(ValueError, match="response_excerpt_bytes"):
         HttpExecutorSettings(response_excerpt_bytes=4096)

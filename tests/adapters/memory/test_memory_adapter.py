@@ -9,7 +9,7 @@ from uuid import uuid4
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.ports import TaskFilter
-from domain.claims import initial_fire_at, run_instant
+from domain.claims import scheduled
 from domain.runs import Run, RunStatus
 from domain.tasks import BearerAuth, HttpTarget, Task
 from domain.triggers import IntervalTrigger
@@ -27,8 +27,7 @@ def make_task(**fields: object) -> Task:
         updated_at=T0,
         **fields,
     )
-    fire = initial_fire_at(task.trigger, T0, task.misfire_grace_seconds)
-    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+    return scheduled(task, T0)
 
 
 async def test_callers_never_share_state_with_the_store() -> None:

@@ -11,7 +11,7 @@ from uuid import uuid4
 import psycopg
 from psycopg import sql
 
-from domain.claims import initial_fire_at, run_instant
+from domain.claims import scheduled
 from domain.tasks import HttpTarget, Task
 from domain.triggers import IntervalTrigger, Trigger
 
@@ -33,8 +33,7 @@ def make_task(
         updated_at=now,
         **fields,
     )
-    fire = initial_fire_at(task.trigger, now, task.misfire_grace_seconds) if task.enabled else None
-    return task.model_copy(update={"next_fire_at": fire, "next_run_at": run_instant(task, fire)})
+    return scheduled(task, now)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
