@@ -1,4 +1,4 @@
-"""Calendars from iCalendar (RFC 5545) text, parsed by the `icalendar` library (ADR 0005).
+"""Calendars from iCalendar (RFC 5545) text, parsed by the `icalendar` library (ADR 0009).
 
 What counts: the dates of all-day `VEVENT`s (`DTSTART;VALUE=DATE`, through the day before
 an all-day `DTEND`), `EXDATE` dates, and an all-day event repeating `RRULE:FREQ=YEARLY`

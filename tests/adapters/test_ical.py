@@ -1,4 +1,4 @@
-"""iCalendar bodies become calendars (adapters/ical.py, docs/adr/0005)."""
+"""iCalendar bodies become calendars (adapters/ical.py, docs/adr/0009)."""
 
 from __future__ import annotations
 
