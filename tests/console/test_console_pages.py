@@ -262,3 +262,19 @@ async def test_guessing_tokens_at_the_login_form_is_limited_like_the_api() -> No
         assert "set-cookie" not in refused.headers
         api = await client.get("/tasks", headers={"Authorization": f"Bearer {WRITER}"})
         assert api.status_code == 429  # one count for the form and the API
+
+
+async def test_the_task_page_names_what_each_fire_time_went_through(open_console: Client) -> None:
+    # Monthly from January 31: a month without a 31st clamps to its last day.
+    trigger = {"kind": "calendar", "months": 1, "hour": 9, "start_date": "2026-01-31"}
+    await create(
+        open_console,
+        {"name": "month-end", "trigger": trigger, "target": {"url": "http://127.0.0.1:9/"}},
+        token=None,
+    )
+    page = await open_console.get("/ui/tasks/month-end")
+    assert page.status_code == 200
+    listed = re.findall(r"<li>(.*?)</li>", page.text.split('class="fire-times"')[1])
+    flagged = {item[16:26]: "month clamped" in item for item in listed}
+    assert flagged["2027-02-28"] and flagged["2027-04-30"], listed
+    assert not flagged["2027-01-31"] and not flagged["2027-03-31"], listed

@@ -89,7 +89,7 @@ class ConsolePages(Controller):
         task = await scheduling.get_task(ref)
         runs = await scheduling.list_runs(task.id, status, RUNS_PAGE_SIZE, cursor or None)
         history = await scheduling.task_history(task.id, HISTORY_PAGE_SIZE, history_cursor or None)
-        upcoming = await scheduling.upcoming(task.id, UPCOMING)
+        _, upcoming = await scheduling.upcoming_annotated(task.id, UPCOMING)
         now = _now()
         definition = task.spec().model_dump(mode="json", exclude={"description"})
         return render(
@@ -99,8 +99,9 @@ class ConsolePages(Controller):
             trigger_words=trigger_words(task.trigger),
             zone=task.trigger.timezone,
             definition=json.dumps(definition, indent=2, ensure_ascii=False),
-            upcoming=upcoming,
-            timeline=timeline(upcoming, task.trigger.timezone, now),
+            upcoming=upcoming.occurrences,
+            omitted=upcoming.omitted,
+            timeline=timeline(upcoming.occurrences, task.trigger.timezone, now),
             runs=runs.items,
             next_cursor=runs.next_cursor,
             paged=cursor is not None,

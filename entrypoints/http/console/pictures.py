@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from domain.occurrences import Occurrence
 from domain.runs import Run, RunStatus
 from entrypoints.http.console.words import local_time, utc_time
 
@@ -85,9 +86,10 @@ class Timeline:
 
 
 def timeline(
-    fire_times: list[datetime], zone_name: str, now: datetime, days: int = TIMELINE_DAYS
+    occurrences: list[Occurrence], zone_name: str, now: datetime, days: int = TIMELINE_DAYS
 ) -> Timeline:
-    """The fire times of the next `days` days on one axis, with a tick per local midnight."""
+    """The fire times of the next `days` days on one axis, with a tick per local midnight;
+    each mark carries the flags the trigger gave its fire time (DST, month end, calendar)."""
     zone = ZoneInfo(zone_name)
     start = now
     end = now + timedelta(days=days)
@@ -104,9 +106,13 @@ def timeline(
         ticks.append(Tick(x_of(midnight), label))
         day += timedelta(days=1)
     marks = [
-        Mark(x_of(fire), f"{local_time(fire, zone_name)} ({utc_time(fire)})")
-        for fire in fire_times
-        if start <= fire < end
+        Mark(
+            x_of(occurrence.at),
+            f"{local_time(occurrence.at, zone_name)} ({utc_time(occurrence.at)})",
+            occurrence.flags,
+        )
+        for occurrence in occurrences
+        if start <= occurrence.at < end
     ]
-    hidden = sum(1 for fire in fire_times if fire >= end)
+    hidden = sum(1 for occurrence in occurrences if occurrence.at >= end)
     return Timeline(TIMELINE_WIDTH, ticks, marks, hidden, f"the next {days} days")
