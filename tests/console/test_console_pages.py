@@ -43,8 +43,15 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
+async def submit_login(client: Client, token: str, **request: Any) -> Any:
+    """Fill in the login form as a browser does: fetch it, then post it with its token."""
+    form = await client.get("/ui/login")
+    data = {"token": token, "csrf_token": csrf_of(form.text)}
+    return await client.post("/ui/login", data=data, follow_redirects=False, **request)
+
+
 async def log_in(client: Client, token: str) -> None:
-    response = await client.post("/ui/login", data={"token": token}, follow_redirects=False)
+    response = await submit_login(client, token)
     assert response.status_code == 303, response.text
 
 
@@ -111,10 +118,10 @@ async def test_a_csrf_token_belongs_to_one_session(guarded: Client) -> None:
 async def test_with_tokens_the_console_asks_for_one(guarded: Client) -> None:
     answer = await guarded.get("/ui/tasks", follow_redirects=False)
     assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
-    wrong = await guarded.post("/ui/login", data={"token": "guess"})
+    wrong = await submit_login(guarded, "guess")
     assert wrong.status_code == 401
     assert "not configured" in wrong.text
-    login = await guarded.post("/ui/login", data={"token": WRITER}, follow_redirects=False)
+    login = await submit_login(guarded, WRITER)
     cookie = login.headers["set-cookie"]
     assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower()
     assert "Secure" not in cookie and "Path=/ui" in cookie
@@ -131,12 +138,7 @@ async def test_with_tokens_the_console_asks_for_one(guarded: Client) -> None:
 
 
 async def test_behind_https_the_cookie_is_secure(guarded: Client) -> None:
-    login = await guarded.post(
-        "/ui/login",
-        data={"token": WRITER},
-        headers={"X-Forwarded-Proto": "https"},
-        follow_redirects=False,
-    )
+    login = await submit_login(guarded, WRITER, headers={"X-Forwarded-Proto": "https"})
     assert "Secure" in login.headers["set-cookie"]
 
 
@@ -256,8 +258,8 @@ async def test_guessing_tokens_at_the_login_form_is_limited_like_the_api() -> No
     settings = make_settings(api_tokens=WRITER, auth_failure_limit=2, auth_failure_window=60)
     async with AsyncTestClient(app=create_app(build_container(settings))) as client:
         for _ in range(2):
-            assert (await client.post("/ui/login", data={"token": "guess"})).status_code == 401
-        refused = await client.post("/ui/login", data={"token": WRITER})
+            assert (await submit_login(client, "guess")).status_code == 401
+        refused = await submit_login(client, WRITER)
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0
         assert "set-cookie" not in refused.headers
         api = await client.get("/tasks", headers={"Authorization": f"Bearer {WRITER}"})
@@ -278,3 +280,16 @@ async def test_the_task_page_names_what_each_fire_time_went_through(open_console
     flagged = {item[16:26]: "month clamped" in item for item in listed}
     assert flagged["2027-02-28"] and flagged["2027-04-30"], listed
     assert not flagged["2027-01-31"] and not flagged["2027-03-31"], listed
+
+
+async def test_a_login_form_without_the_token_of_its_browser_is_refused(guarded: Client) -> None:
+    # Another site posting a token of its choosing: no login cookie, or another one's.
+    forged = await guarded.post("/ui/login", data={"token": WRITER}, follow_redirects=False)
+    assert forged.status_code == 403 and "expired" in forged.text
+    assert "imbi_console=" not in forged.headers.get("set-cookie", "")
+    other = await guarded.post(
+        "/ui/login", data={"token": WRITER, "csrf_token": "0" * 64}, follow_redirects=False
+    )
+    assert other.status_code == 403
+    assert (await guarded.get("/ui/", follow_redirects=False)).status_code == 303
+    assert (await submit_login(guarded, WRITER)).status_code == 303

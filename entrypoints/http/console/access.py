@@ -24,6 +24,10 @@ from entrypoints.http.auth import ACTOR, digest_grants, grant_of, is_mutation
 from entrypoints.settings import Access, Grant
 
 COOKIE = "imbi_console"
+# Before logging in there is no session yet: the login form's CSRF token is bound to a
+# random value in a cookie of its own, so another site cannot log a browser in with a
+# token of its choosing.
+LOGIN_COOKIE = "imbi_console_login"
 CSRF_FIELD = "csrf_token"
 _CSRF_CONTEXT = b"imbi-scheduler console csrf v1"
 SESSION_STATE = "console_session"
@@ -109,10 +113,39 @@ def is_https(request: Request[Any, Any, Any]) -> bool:
 
 
 def session_cookie(request: Request[Any, Any, Any], value: str, *, clear: bool = False) -> Cookie:
+    return _cookie(request, COOKIE, value, "/ui", clear=clear)
+
+
+def login_form_secret(request: Request[Any, Any, Any]) -> tuple[str, bool]:
+    """The value the login form's CSRF token is bound to, and whether it is new (its
+    cookie still has to be set)."""
+    known = request.cookies.get(LOGIN_COOKIE, "")
+    if len(known) == 43:
+        return known, False
+    return secrets.token_urlsafe(32), True
+
+
+def login_cookie(request: Request[Any, Any, Any], value: str) -> Cookie:
+    return _cookie(request, LOGIN_COOKIE, value, "/ui/login")
+
+
+def login_csrf_ok(request: Request[Any, Any, Any], sent: object) -> bool:
+    """Whether a login form carried the CSRF token of its browser's login cookie."""
+    known = request.cookies.get(LOGIN_COOKIE, "")
+    return (
+        len(known) == 43
+        and isinstance(sent, str)
+        and hmac.compare_digest(sent, csrf_token_of(known))
+    )
+
+
+def _cookie(
+    request: Request[Any, Any, Any], key: str, value: str, path: str, *, clear: bool = False
+) -> Cookie:
     return Cookie(
-        key=COOKIE,
+        key=key,
         value=value,
-        path="/ui",
+        path=path,
         httponly=True,
         samesite="strict",
         secure=is_https(request),

@@ -20,7 +20,12 @@ from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
 from entrypoints.http.auth import MUTATION, FailureLimiter, grant_of
 from entrypoints.http.console.access import (
+    CSRF_FIELD,
+    csrf_token_of,
     current_session,
+    login_cookie,
+    login_csrf_ok,
+    login_form_secret,
     session_cookie,
 )
 from entrypoints.http.console.rendering import render
@@ -104,7 +109,7 @@ class ConsoleLogin(Controller):
 
     @get("/", name="console:login", include_in_schema=False)
     async def form(self, request: Request[Any, Any, Any]) -> Response[str]:
-        return render(request, "login.html", error=None, live=False)
+        return _login_page(request, 200, None)
 
     @post("/", name="console:login-submit", status_code=303, include_in_schema=False)
     async def submit(
@@ -116,30 +121,38 @@ class ConsoleLogin(Controller):
         peer = request.client.host if request.client else ""
         wait = console_gate.limiter.retry_after(peer)
         if wait is not None:
-            response = render(
-                request,
-                "login.html",
-                status_code=429,
-                error=f"Too many unknown tokens from this address: try again in {wait} s.",
-                live=False,
+            response = _login_page(
+                request, 429, f"Too many unknown tokens from this address: try again in {wait} s."
             )
             response.headers["Retry-After"] = str(wait)
             return response
         form = await request.form()
+        if not login_csrf_ok(request, form.get(CSRF_FIELD)):
+            return _login_page(request, 403, "The login form had expired: please log in again.")
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         if not token or grant_of(console_gate.known, token) is None:
             console_gate.limiter.failed(peer)
-            return render(
-                request,
-                "login.html",
-                status_code=401,
-                error="That token is not configured.",
-                live=False,
-            )
+            return _login_page(request, 401, "That token is not configured.")
         redirect = Redirect("/ui/", status_code=303)
         redirect.set_cookie(session_cookie(request, token))
         return redirect
+
+
+def _login_page(request: Request[Any, Any, Any], status: int, error: str | None) -> Response[str]:
+    """The login form, its CSRF token bound to the browser's login cookie."""
+    secret, new = login_form_secret(request)
+    response = render(
+        request,
+        "login.html",
+        status_code=status,
+        error=error,
+        live=False,
+        login_csrf=csrf_token_of(secret),
+    )
+    if new:
+        response.set_cookie(login_cookie(request, secret))
+    return response
 
 
 @dataclass(frozen=True)
