@@ -14,14 +14,18 @@ _DURATION = re.compile(
 )
 _UNITS = ("Y", "M", "W", "D", "h", "m", "s")
 _SECONDS = {"W": 604_800, "D": 86_400, "h": 3_600, "m": 60, "s": 1}
+# The longest interval: 100 years of 365.25 days. Longer ones gain nothing, and the
+# instant arithmetic of the claim (anchor + k * every) must never overflow.
+MAX_SECONDS = 3_155_760_000
 
 
 def seconds_of(value: object) -> int:
     """Whole seconds of an interval given as int, whole float, timedelta or ISO 8601 text.
 
     Raises:
-        ValueError: the value is not a positive whole number of seconds; a duration with
-            years or months is refused because those have no fixed length.
+        ValueError: the value is not a positive whole number of seconds (at most
+            MAX_SECONDS); a duration with years or months is refused because those have
+            no fixed length.
     """
     if isinstance(value, bool):
         raise ValueError("must be a number of seconds or an ISO 8601 duration, not a boolean")
@@ -41,6 +45,8 @@ def seconds_of(value: object) -> int:
         raise ValueError("must be a number of seconds or an ISO 8601 duration like 'PT15M'")
     if seconds <= 0:
         raise ValueError(f"must be a positive number of seconds, got {seconds}")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"must be at most {MAX_SECONDS} seconds (100 years), got {seconds}")
     return seconds
 
 

@@ -254,3 +254,11 @@ def test_first_schedule_of_a_new_disabled_or_spent_task() -> None:
     )
     assert scheduled(once, T0).next_fire_at == T0 + MINUTE  # a new trigger fires
     assert scheduled(once, T0, fired_before=True).next_fire_at is None  # spent
+
+
+def test_the_longest_interval_is_claimed_without_overflow() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    trigger = IntervalTrigger(every=3_155_760_000, start_at=start)
+    decision = claim(make_task(trigger, start, grace=None), datetime(2026, 6, 1, tzinfo=UTC))
+    assert decision is not None and decision.status is RunStatus.RUNNING
+    assert decision.next_fire_at == start + timedelta(days=36_525)
