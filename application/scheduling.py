@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -185,7 +185,7 @@ class SchedulingService:
         """What became of the occurrence at or just before `at` (default now): see
         `application.explain`."""
         now = truncate(self._clock.now())
-        instant = now if at is None else truncate(at)
+        instant = now if at is None else _explainable(at)
         return await explain(self._store, self.get_task, ref, instant, now)
 
     async def task_history(
@@ -425,3 +425,21 @@ def _check_limit(limit: int) -> None:
 def _check_count(count: int) -> None:
     if not 1 <= count <= MAX_FIRE_TIMES:
         raise InvalidRequest("count", f"must be between 1 and {MAX_FIRE_TIMES}")
+
+
+# The instants explain looks around: a scheduler has nothing to say before the Unix
+# epoch, and near the ends of datetime's range the search for an occurrence overflows.
+_EXPLAIN_FROM = datetime(1970, 1, 1, tzinfo=UTC)
+_EXPLAIN_UNTIL = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _explainable(at: datetime) -> datetime:
+    """`at` in whole UTC seconds. Raises InvalidRequest naming `at` when it is outside
+    the years 1970 to 8999."""
+    try:
+        instant = truncate(at)
+    except OverflowError:
+        instant = None
+    if instant is None or not _EXPLAIN_FROM <= instant < _EXPLAIN_UNTIL:
+        raise InvalidRequest("at", "must be an instant from 1970 to 8999")
+    return instant

@@ -65,3 +65,8 @@ async def test_explain_of_an_unknown_task_or_a_bad_instant_is_a_problem(
     await client.post("/tasks", json=cron_task(recording_target.url()))
     problem = assert_problem(await client.get("/tasks/nightly-report/explain?at=yesterday"), 422)
     assert fields(problem) == ["at"]
+    # Instants a scheduler has nothing to say about, or whose UTC reading overflows
+    # (found by Schemathesis: a 500 before).
+    for at in ("0001-01-01T00:00:00%2B13:12", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"):
+        problem = assert_problem(await client.get(f"/tasks/nightly-report/explain?at={at}"), 422)
+        assert fields(problem) == ["at"], at
