@@ -337,7 +337,7 @@ class SchedulingService:
             )
         if after is not None and after.tzinfo is None:
             raise InvalidRequest("after", "must carry a UTC offset")
-        start = truncate(after or self._clock.now())
+        start = _in_range("after", after) if after is not None else truncate(self._clock.now())
         trigger = complete_trigger(trigger, start)
         floor = start if after is not None else start - SECOND
         return trigger, trigger.annotated(floor, count, named)
@@ -436,10 +436,16 @@ _EXPLAIN_UNTIL = datetime(9000, 1, 1, tzinfo=UTC)
 def _explainable(at: datetime) -> datetime:
     """`at` in whole UTC seconds. Raises InvalidRequest naming `at` when it is outside
     the years 1970 to 8999."""
-    try:
-        instant = truncate(at)
-    except OverflowError:
-        instant = None
-    if instant is None or not _EXPLAIN_FROM <= instant < _EXPLAIN_UNTIL:
+    instant = _in_range("at", at)
+    if not _EXPLAIN_FROM <= instant < _EXPLAIN_UNTIL:
         raise InvalidRequest("at", "must be an instant from 1970 to 8999")
     return instant
+
+
+def _in_range(field: str, instant: datetime) -> datetime:
+    """`instant` in whole UTC seconds. Raises InvalidRequest naming `field` when its UTC
+    reading falls outside the years datetime can hold (year 1 with a positive offset)."""
+    try:
+        return truncate(instant)
+    except OverflowError:
+        raise InvalidRequest(field, "is out of range once read in UTC") from None

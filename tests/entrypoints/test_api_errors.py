@@ -171,6 +171,16 @@ async def test_preview_of_a_bad_trigger_names_the_field(client: Client) -> None:
     assert fields(problem) == ["trigger.every"]
 
 
+async def test_preview_after_an_instant_that_overflows_in_utc_names_after(client: Client) -> None:
+    # Year 1 at +13:12 is before year 1 in UTC (found by Schemathesis: a 500 before).
+    trigger = {"kind": "cron", "expression": "* * * * *"}
+    body = {"trigger": trigger, "count": 3, "after": "0001-01-01T00:00:00+13:12"}
+
+    problem = assert_problem(await client.post("/triggers/preview", json=body), 422)
+
+    assert fields(problem) == ["after"]
+
+
 async def test_a_patch_that_makes_the_task_invalid_changes_nothing(
     client: Client, recording_target: RecordingTarget
 ) -> None:
