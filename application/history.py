@@ -30,7 +30,9 @@ async def task_history(
         try:
             if UUID(payload["task_id"]) != task_id:
                 raise ValueError("a cursor of another task")
-            before = int(payload["before"])
+            before = payload["before"]
+            if not isinstance(before, int) or not 1 <= before <= 2**31 - 1:
+                raise ValueError("not a version")
         except (KeyError, TypeError, ValueError):
             raise InvalidRequest("cursor", "is not a history cursor of this task") from None
     versions = await store.task_history(task_id, before, limit + 1)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from domain.errors import InvalidRequest
+from domain.validation import nul_at
 
 T = TypeVar("T")
 
@@ -31,6 +32,6 @@ def decode_cursor(cursor: str) -> dict[str, Any]:
         payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidRequest("cursor", "is not a cursor this service issued") from None
-    if not isinstance(payload, dict):
+    if not isinstance(payload, dict) or nul_at(payload) is not None:
         raise InvalidRequest("cursor", "is not a cursor this service issued")
     return payload

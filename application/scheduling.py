@@ -117,6 +117,10 @@ class SchedulingService:
             payload = decode_cursor(cursor)
             try:
                 task_filter = TaskFilter(**payload["filter"])
+                if not _typed(task_filter.enabled, bool) or not all(
+                    _typed(text, str) for text in (task_filter.tag, task_filter.name_prefix)
+                ):
+                    raise ValueError("a filter of the wrong type")
                 after = TaskPageKey(
                     datetime.fromisoformat(payload["key"][0]), UUID(payload["key"][1])
                 )
@@ -449,3 +453,7 @@ def _in_range(field: str, instant: datetime) -> datetime:
         return truncate(instant)
     except OverflowError:
         raise InvalidRequest(field, "is out of range once read in UTC") from None
+
+
+def _typed(value: object, kind: type) -> bool:
+    return value is None or isinstance(value, kind)

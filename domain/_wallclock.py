@@ -46,6 +46,17 @@ def require_aware(value: datetime, what: str = "after") -> None:
         raise ValueError(f"{what} must be an aware datetime, got naive {value.isoformat()}")
 
 
+def in_range(value: datetime) -> bool:
+    """Whether `value` reads as an instant two days inside datetime's range: a naive
+    one in any timezone (no offset is a day), an aware one by its own offset."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        return _FIRST <= value.replace(tzinfo=UTC) <= _LAST
+    try:
+        return _FIRST <= value.astimezone(UTC) <= _LAST
+    except OverflowError:
+        return False
+
+
 def instant(value: datetime, tz: ZoneInfo) -> datetime:
     """The UTC instant `value` names, truncated to the second.
 

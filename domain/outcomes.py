@@ -31,13 +31,18 @@ def finished_fields(outcome: RunOutcome) -> dict[str, Any]:
         "status": outcome.status,
         "attempts": outcome.attempts,
         "http_status": outcome.http_status,
-        "response_excerpt": outcome.response_excerpt,
-        "error": outcome.error,
+        "response_excerpt": _storable(outcome.response_excerpt),
+        "error": _storable(outcome.error),
         "finished_at": outcome.finished_at,
     }
     if outcome.started_at is not None:
         fields["started_at"] = outcome.started_at
     return fields
+
+
+def _storable(text: str | None) -> str | None:
+    # Text from a target or its errors: no store holds U+0000 (docs/api.md, "Text").
+    return None if text is None else text.replace("\x00", "\ufffd")
 
 
 def finished(run: Run, outcome: RunOutcome) -> Run:

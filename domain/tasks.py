@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from domain.triggers import Trigger
+from domain.validation import NUL_MESSAGE, nul_at
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
 TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
@@ -41,6 +42,9 @@ RESERVED_HEADERS = frozenset(
         "webhook-signature",
     }
 )
+
+# Ten years: null is "however late"; a bound keeps the value in the stores' integer.
+MAX_GRACE_SECONDS = 315_360_000
 
 CatchUp = Literal["latest", "all"]
 Overlap = Literal["skip", "buffer_one", "buffer_all", "replace"]
@@ -194,15 +198,24 @@ class TaskSpec(_Model):
     tags: list[Annotated[str, Field(pattern=TAG_PATTERN)]] = Field(
         default_factory=list, max_length=20
     )
-    misfire_grace_seconds: int | None = Field(default=60, ge=0)
+    misfire_grace_seconds: int | None = Field(default=60, ge=0, le=MAX_GRACE_SECONDS)
     max_running_instances: int = Field(default=1, ge=1, le=10_000)
     jitter_seconds: int = Field(default=0, ge=0, le=86_400)
-    pause_after_failures: int | None = Field(default=None, ge=1)
+    pause_after_failures: int | None = Field(default=None, ge=1, le=10_000)
     # Occurrence policies (docs/policies.md): the defaults are the one rule there was
     # before them, a backlog folded into its latest occurrence, skipped at the limit.
     catch_up: CatchUp = "latest"
     max_catch_up: int = Field(default=100, ge=1, le=10_000)
     overlap: Overlap = "skip"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: object) -> object:
+        # The HTTP layer names the field first; this keeps every other way in honest.
+        where = nul_at(data)
+        if where is not None:
+            raise ValueError(f"{where} {NUL_MESSAGE}")
+        return data
 
     @field_validator("overlap")
     @classmethod

@@ -32,6 +32,7 @@ from domain._wallclock import (
     UTC,
     Reading,
     check_zone_name,
+    in_range,
     instant,
     read_wall,
     wall_instant,
@@ -61,6 +62,20 @@ def _zone_name(value: str) -> str:
 
 
 ZoneName = Annotated[str, AfterValidator(_zone_name)]
+
+
+def _in_range(value: datetime) -> datetime:
+    if not in_range(value):
+        raise PydanticCustomError(
+            "instant_range",
+            f"{value.isoformat()} is out of range: it must read as an instant between "
+            "years 0001 and 9999 in UTC, with two days to spare",
+        )
+    return value
+
+
+# A trigger's instants (`run_at`, bounds, anchor): every reading of them stays in range.
+TriggerInstant = Annotated[datetime, AfterValidator(_in_range)]
 
 
 def _unset(value: object) -> bool:
@@ -161,8 +176,8 @@ class CronTrigger(_Bounded):
     kind: Literal["cron"] = "cron"
     expression: str
     timezone: ZoneName = "UTC"
-    start_at: datetime | None = None
-    end_at: datetime | None = None
+    start_at: TriggerInstant | None = None
+    end_at: TriggerInstant | None = None
     dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
     calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
 
@@ -214,9 +229,9 @@ class IntervalTrigger(_Bounded):
     kind: Literal["interval"] = "interval"
     every: int
     timezone: ZoneName = "UTC"
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    anchor: datetime | None = None
+    start_at: TriggerInstant | None = None
+    end_at: TriggerInstant | None = None
+    anchor: TriggerInstant | None = None
     calendar: ExcludingCalendarRef | None = Field(default=None, exclude_if=_unset)
     dst: SkipJsonSchema[None] = Field(default=None, exclude=True)
 
@@ -276,8 +291,8 @@ class CalendarTrigger(_Bounded):
     second: int = Field(default=0, ge=0, le=59)
     start_date: date | None = None
     timezone: ZoneName = "UTC"
-    start_at: datetime | None = None
-    end_at: datetime | None = None
+    start_at: TriggerInstant | None = None
+    end_at: TriggerInstant | None = None
     dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
     calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
 
@@ -343,7 +358,7 @@ class OneShotTrigger(_Schedule):
     the DST policy; `fold: both` makes a repeated wall time fire at both instants)."""
 
     kind: Literal["one_shot"] = "one_shot"
-    run_at: datetime
+    run_at: TriggerInstant
     timezone: ZoneName = "UTC"
     dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
 

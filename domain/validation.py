@@ -61,3 +61,29 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
             message = message.removeprefix("Value error, ")
         errors.append(FieldError(".".join(parts) or "body", message))
     return errors
+
+
+NUL_MESSAGE = "must not contain the NUL character (U+0000)"
+
+
+def nul_at(value: object, path: str = "") -> str | None:
+    """The dotted path of the first text in `value` (a decoded JSON value: its strings,
+    object keys, array items) that holds U+0000, or None. No stored text may hold it
+    (docs/api.md, "Text"): PostgreSQL's text and jsonb cannot, so both stores refuse it
+    alike."""
+    if isinstance(value, str):
+        return (path or "body") if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if "\x00" in str(key):
+                return where
+            found = nul_at(item, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = nul_at(item, f"{path}.{index}" if path else str(index))
+            if found is not None:
+                return found
+    return None

@@ -15,6 +15,7 @@ from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
 from entrypoints.http.console import console_router
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
+from entrypoints.http.nul import nul_guard
 from entrypoints.http.preview import TriggerController
 from entrypoints.http.problems import EXCEPTION_HANDLERS
 from entrypoints.http.runs import RunController
@@ -61,7 +62,7 @@ def create_app(
     api = Router(
         path="/",
         route_handlers=[TaskController, SyncController, RunController, TriggerController],
-        guards=[bearer_guard(settings.grants, limiter)],
+        guards=[bearer_guard(settings.grants, limiter), nul_guard],
         security=SECURITY,
     )
     return Litestar(

@@ -8,6 +8,7 @@ nothing else (no field renaming, no transfer models).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -18,7 +19,7 @@ from litestar.typing import FieldDefinition
 from pydantic import BaseModel, ValidationError
 
 from domain.errors import InvalidRequest
-from domain.validation import field_errors
+from domain.validation import NUL_MESSAGE, field_errors, nul_at
 
 if TYPE_CHECKING:  # only in signatures Litestar never inspects
     from litestar._openapi.schema_generation import SchemaCreator
@@ -28,6 +29,18 @@ M = TypeVar("M", bound=BaseModel)
 
 JSON = "application/json"
 MERGE_PATCH_JSON = "application/merge-patch+json"
+
+
+# A NUL can only reach a decoded JSON string through this escape (raw control
+# characters are not JSON), so bodies without it skip the walk.
+_NUL_ESCAPE = b"\\u0000"
+
+
+def refuse_nul(value: object) -> None:
+    """Raises InvalidRequest naming the first field of `value` that holds U+0000."""
+    where = nul_at(value)
+    if where is not None:
+        raise InvalidRequest(where, NUL_MESSAGE)
 
 
 class _Body(AbstractDTO[M], Generic[M]):
@@ -78,6 +91,11 @@ class JsonBody(_Body[M]):
 
     def decode_bytes(self, value: bytes) -> Any:
         self._check_media_type()
+        if _NUL_ESCAPE in value:
+            decoded: object = None
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                decoded = json.loads(value)  # not JSON: validation below says so
+            refuse_nul(decoded)
         try:
             return self.model_type.model_validate_json(value)
         except ValidationError as exc:
@@ -100,6 +118,7 @@ class MergePatchBody(_Body[M]):
             raise malformed(str(exc)) from None
         if not isinstance(patch, dict):
             raise InvalidRequest("body", "a merge patch must be a JSON object")
+        refuse_nul(patch)
         return patch
 
 
@@ -115,6 +134,7 @@ class JsonObjectBody(_Body[M]):
             raise malformed(str(exc)) from None
         if not isinstance(body, dict):
             raise InvalidRequest("body", "must be a JSON object")
+        refuse_nul(body)
         return body
 
 

@@ -14,6 +14,7 @@ from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, Login
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
+from entrypoints.http.nul import nul_guard
 from entrypoints.settings import Access, Grant
 
 
@@ -29,7 +30,7 @@ def console_router(
 
     actions = Router(path="/", route_handlers=[ConsoleActions], before_request=check_csrf)
     guarded = Router(
-        path="/", route_handlers=[ConsolePages, actions], guards=[session_guard(tokens)]
+        path="/", route_handlers=[ConsolePages, actions], guards=[session_guard(tokens), nul_guard]
     )
     static = create_static_files_router(
         path="/static", directories=[STATIC_DIR], include_in_schema=False, name="console:static"

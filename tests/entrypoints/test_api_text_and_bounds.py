@@ -1,0 +1,168 @@
+"""Input neither store can hold is a 422 naming the field, on both stores alike
+(docs/api.md, "Text" and "Numbers"): a NUL character anywhere in a body, a query or a
+path, an integer beyond its documented maximum, a forged cursor. Nothing is written.
+Found by Schemathesis against PostgreSQL, where each was a 500."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from adapters.postgres import initialize
+from entrypoints.container import build_container
+from entrypoints.http.app import create_app
+from tests.entrypoints.helpers import cron_task, make_settings
+from tests.fixtures.postgres import drop_schema
+
+Client = AsyncTestClient[Any]
+URL = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The settings of the store under test: memory, or the session's database."""
+    if request.param == "memory":
+        return {}
+    url: str = request.getfixturevalue("database_url")
+    return {"database_url": url, "db_schema": f"t_{uuid.uuid4().hex[:12]}"}
+
+
+@pytest.fixture
+async def api(store: dict[str, Any]) -> AsyncIterator[Client]:
+    if store:
+        await initialize(store["database_url"], store["db_schema"])
+    app = create_app(build_container(make_settings(target_allow="127.0.0.1", **store)))
+    try:
+        async with AsyncTestClient(app=app) as client:
+            yield client
+    finally:
+        if store:
+            await drop_schema(store["database_url"], store["db_schema"])
+
+
+def fields_of(response: Any) -> list[str]:
+    assert response.status_code == 422, response.text
+    return [error["field"] for error in response.json()["errors"]]
+
+
+async def no_tasks(api: Client) -> bool:
+    return (await api.get("/tasks")).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"description": "nightly\u0000"}, "description"),
+        ({"target": {"url": URL, "headers": {"X-Team": "a\u0000b"}}}, "target.headers.X-Team"),
+        ({"target": {"url": URL, "body": {"rows": ["ok", "\u0000"]}}}, "target.body.rows.1"),
+        ({"target": {"url": URL, "body": {"k\u0000": 1}}}, "target.body.k\u0000"),
+    ],
+)
+async def test_a_nul_in_a_created_task_is_a_422_naming_its_field(
+    api: Client, fields: dict[str, Any], named: str
+) -> None:
+    response = await api.post("/tasks", json=cron_task(URL, **fields))
+
+    assert fields_of(response) == [named]
+    assert "NUL" in response.json()["errors"][0]["message"]
+    assert await no_tasks(api)
+
+
+async def test_a_nul_in_a_merge_patch_is_a_422_and_the_task_is_unchanged(api: Client) -> None:
+    created = (await api.post("/tasks", json=cron_task(URL, description="before"))).json()
+
+    response = await api.patch(
+        f"/tasks/{created['id']}",
+        content=json.dumps({"description": "after\u0000"}),
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+
+    assert fields_of(response) == ["description"]
+    task = (await api.get(f"/tasks/{created['id']}")).json()
+    assert (task["description"], task["version"]) == ("before", 1)
+
+
+async def test_a_nul_in_a_query_or_a_path_is_a_422_naming_the_parameter(api: Client) -> None:
+    assert fields_of(await api.get("/tasks", params={"tag": "ê\u0000x"})) == ["tag"]
+    assert fields_of(await api.get("/runs", params={"tag": "a\u0000"})) == ["tag"]
+    assert fields_of(await api.put("/tasks/nightly%00", json=cron_task(URL))) == ["id"]
+    assert await no_tasks(api)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"misfire_grace_seconds": 1_657_041_387_826}, "misfire_grace_seconds"),
+        ({"pause_after_failures": 2**31}, "pause_after_failures"),
+    ],
+)
+async def test_an_integer_past_its_maximum_is_a_422_naming_it(
+    api: Client, fields: dict[str, Any], named: str
+) -> None:
+    assert fields_of(await api.post("/tasks", json=cron_task(URL, **fields))) == [named]
+    assert await no_tasks(api)
+
+
+async def test_the_largest_documented_values_are_stored_and_read_back(api: Client) -> None:
+    body = cron_task(URL, misfire_grace_seconds=315_360_000, pause_after_failures=10_000)
+
+    created = await api.post("/tasks", json=body)
+
+    assert created.status_code == 201, created.text
+    task = (await api.get(f"/tasks/{created.json()['id']}")).json()
+    assert (task["misfire_grace_seconds"], task["pause_after_failures"]) == (315_360_000, 10_000)
+
+
+def forged(payload: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"filter": {"enabled": "yes", "tag": None, "name_prefix": None}, "key": ["x", "y"]},
+        {"filter": {"enabled": None, "tag": "a\u0000", "name_prefix": None}, "key": ["x", "y"]},
+        {"filter": {"enabled": None, "tag": 7, "name_prefix": None}, "key": ["x", "y"]},
+    ],
+)
+async def test_a_forged_task_cursor_is_a_422_naming_cursor(api: Client, payload: object) -> None:
+    assert fields_of(await api.get("/tasks", params={"cursor": forged(payload)})) == ["cursor"]
+
+
+async def test_a_forged_history_cursor_is_a_422_naming_cursor(api: Client) -> None:
+    task = (await api.post("/tasks", json=cron_task(URL))).json()
+    for before in (2**40, "3", 0):
+        cursor = forged({"task_id": task["id"], "before": before})
+        response = await api.get(f"/tasks/{task['id']}/history", params={"cursor": cursor})
+        assert fields_of(response) == ["cursor"], before
+
+
+@pytest.mark.parametrize(
+    ("trigger", "named"),
+    [
+        ({"kind": "one_shot", "run_at": "9999-12-31T23:59:59-14:00"}, "trigger.run_at"),
+        ({"kind": "one_shot", "run_at": "0001-01-01T00:00:00+14:00"}, "trigger.run_at"),
+        (
+            {"kind": "cron", "expression": "* * * * *", "end_at": "9999-12-31T20:00:00"},
+            "trigger.end_at",
+        ),
+        (
+            {"kind": "interval", "every": 60, "anchor": "0001-01-01T05:00:00+08:00"},
+            "trigger.anchor",
+        ),
+    ],
+)
+async def test_a_trigger_instant_whose_utc_reading_overflows_is_a_422_naming_it(
+    api: Client, trigger: dict[str, Any], named: str
+) -> None:
+    response = await api.post("/tasks", json=cron_task(URL, trigger=trigger))
+
+    assert fields_of(response) == [named]
+    assert "out of range" in response.json()["errors"][0]["message"]
+    assert await no_tasks(api)
