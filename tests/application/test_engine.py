@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
@@ -22,18 +22,10 @@ from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
 from domain.triggers import IntervalTrigger
+from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float = 10) -> T:
-    deadline = time.monotonic() + within
-    while not (result := await probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-    return result
 
 
 def make_task(now: datetime = T0, every: int = 60, **fields: Any) -> Task:

@@ -10,7 +10,6 @@ retry waits are real time, so the tests that need them use short ones.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -35,6 +34,7 @@ from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigge
 from tests.adapters.apscheduler.support import apscheduler_engine_class
 from tests.fixtures.backends import Backend
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -42,18 +42,6 @@ MINUTE = timedelta(minutes=1)
 WAIT = 15.0  # the longest any condition is waited for, in real seconds
 
 T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float = WAIT) -> T:
-    """Poll `probe` until it returns something truthy, or fail after `within` seconds."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 class ContractEngine(Protocol):

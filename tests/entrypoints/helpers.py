@@ -3,9 +3,6 @@ request bodies."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from entrypoints.settings import Settings
@@ -31,20 +28,6 @@ def make_settings(**overrides: Any) -> Settings:
     }
     values.update(overrides)
     return Settings(**values)
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]], *, within: float = 5.0, interval: float = 0.02
-) -> T:
-    """The first truthy result of `probe`, polled until `within` seconds have passed."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s (last: {result!r})")
-        await asyncio.sleep(interval)
 
 
 def cron_task(target_url: str, name: str = "nightly-report", **fields: Any) -> dict[str, Any]:

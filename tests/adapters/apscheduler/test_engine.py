@@ -5,9 +5,7 @@ engine contract (tests/application/test_engine_contract.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -36,21 +34,11 @@ from domain.tasks import HttpTarget, Task, TaskSpec  # noqa: E402
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger  # noqa: E402
 from entrypoints.container import build_container  # noqa: E402
 from entrypoints.settings import load_settings  # noqa: E402
+from tests.fixtures.waiting import eventually  # noqa: E402
 
 T0 = datetime(2026, 3, 2, 12, tzinfo=UTC)
 DAILY = CronTrigger(expression="0 4 * * *", timezone="Europe/Berlin")
 T = TypeVar("T")
-
-
-async def eventually(probe: Callable[[], Awaitable[T]], what: str, within: float = 10.0) -> T:
-    deadline = time.monotonic() + within
-    while True:
-        result = await probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 class FlakyStore(InMemoryTaskStore):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -14,6 +12,7 @@ from psycopg import sql
 from domain.claims import scheduled
 from domain.tasks import HttpTarget, Task
 from domain.triggers import IntervalTrigger, Trigger
+from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -34,13 +33,6 @@ def make_task(
         **fields,
     )
     return scheduled(task, now)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
-    """Wait until `check()` is true, failing after `within` seconds."""
-    async with asyncio.timeout(within):
-        while not await check():
-            await asyncio.sleep(0.02)
 
 
 async def query(url: str, statement: str, schema: str, *params: Any) -> list[tuple[Any, ...]]:
