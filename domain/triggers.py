@@ -10,6 +10,7 @@ from one core, `domain.occurrences`, fed by each kind's `unbounded_next`.
 from __future__ import annotations
 
 import calendar
+from abc import abstractmethod
 from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -115,8 +116,10 @@ class _Schedule(BaseModel):
     def policy(self) -> DstPolicy:
         return DEFAULT_DST
 
+    @abstractmethod
     def unbounded_next(self, floor: datetime, omitted: list[Omission] | None) -> Occurrence | None:
-        raise NotImplementedError
+        """The first occurrence strictly after `floor`, bounds and calendar aside; wall
+        times that do not fire are told to `omitted` when it is a list."""
 
     def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
         """The instants (and flags) of wall time `wall` on `day`, by the DST policy."""
