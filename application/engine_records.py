@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, TaskStore
-from domain.runs import Run, RunOutcome
+from domain.runs import Run, RunOutcome, lease_expired
 
 log = logging.getLogger("scheduler.engine")
 
@@ -55,7 +55,10 @@ class OutcomeRecorder:
         `last` says that no other call is in progress: the batch goes at once."""
         loop = asyncio.get_running_loop()
         recorded: asyncio.Future[Run | None] = loop.create_future()
-        self._waiting.append(_Waiting(run, outcome, recorded))
+        waiting = _Waiting(run, outcome, recorded)
+        if not self._owned([waiting], "the lease expired before the outcome was recorded"):
+            return None
+        self._waiting.append(waiting)
         if last or self._urgent or len(self._waiting) >= self._settings.record_batch_size:
             self._send()
         elif self._timer is None:
@@ -107,12 +110,15 @@ class OutcomeRecorder:
 
     async def _record(self, batch: list[_Waiting]) -> None:
         backoff = self._settings.store_retry_initial
+        # A batch that waited (for company, or in a process paused past its leases)
+        # writes only the outcomes whose lease still holds: the others are the sweep's.
+        batch = self._owned(batch, "the lease expired before the outcome was recorded")
         while batch:
             try:
                 runs = await self._store.finish_runs([(w.run.id, w.outcome) for w in batch])
             except Exception as exc:
                 self._observer.store_error(exc)
-                batch = self._still_owned(batch, exc)
+                batch = self._owned(batch, "outcome not recorded before the lease expired", exc)
                 if batch:
                     log.warning(
                         "recording %d outcomes failed; retrying",
@@ -133,18 +139,19 @@ class OutcomeRecorder:
                 _settle(waiting, run)
             return
 
-    def _still_owned(self, batch: list[_Waiting], exc: Exception) -> list[_Waiting]:
+    def _owned(
+        self, batch: list[_Waiting], message: str, exc: Exception | None = None
+    ) -> list[_Waiting]:
         """The outcomes of `batch` whose run's lease has not expired; the others are
-        given up and logged."""
+        given up and logged with `message` (domain.runs.lease_expired, the zombie rule)."""
         now = self._clock.now()
         kept = []
         for waiting in batch:
-            expires = waiting.run.lease_expires_at
-            if expires is not None and now >= expires:
-                log.error(
-                    "outcome not recorded before the lease expired",
-                    extra=run_fields(waiting.run) | {"error": repr(exc)},
-                )
+            if lease_expired(waiting.run, now):
+                fields = run_fields(waiting.run)
+                if exc is not None:
+                    fields["error"] = repr(exc)
+                log.error(message, extra=fields)
                 _settle(waiting, None)
             else:
                 kept.append(waiting)

@@ -14,7 +14,7 @@ from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
-from domain.runs import ClaimedRun, RunOutcome, RunStatus
+from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
 
 __all__ = ["CANCEL_ERROR", "DRAIN_ERROR", "LEASE_ERROR", "RunRunner", "run_fields"]
 
@@ -120,7 +120,10 @@ class RunRunner:
         run = claimed.run
         began = time.perf_counter()
         try:
-            outcome, lateness = await self._call(claimed)
+            called = await self._call(claimed)
+            if called is None:
+                return
+            outcome, lateness = called
             recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
@@ -139,16 +142,22 @@ class RunRunner:
             self._observer.in_flight(len(self._tasks))
             self._on_done()
 
-    async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float]:
+    async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float] | None:
+        """The run's outcome and lateness; None when it was not called because its lease
+        had expired before its call could start (a process paused or starved past its
+        lease): the lost-run sweep records it, and nothing is written here."""
         task, run = claimed.task, claimed.run
         started_at: datetime | None = None
         lateness = 0.0
         try:
             async with self._semaphore:
                 started_at = self._clock.now()
+                if lease_expired(run, started_at):
+                    log.error("run not called: its lease expired first", extra=run_fields(run))
+                    return None
                 lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
-                async with asyncio.timeout(self._budget(claimed)):
+                async with asyncio.timeout(self._budget(claimed, started_at)):
                     outcome = await self._executor.execute(task, run, task.last_run_at)
         except asyncio.CancelledError:
             reason = self._reasons.get(run.id)
@@ -180,10 +189,14 @@ class RunRunner:
         due = run.scheduled_for if run.manual else run_instant(claimed.task, run.scheduled_for)
         return ((now or self._clock.now()) - (due or run.scheduled_for)).total_seconds()
 
-    def _budget(self, claimed: ClaimedRun) -> float:
-        """Real seconds a call may take: its lease without half the margin, so a call
-        that hangs past every timeout ends before another replica may take its slot."""
-        return (lease_duration(claimed.task.target) - LEASE_MARGIN / 2).total_seconds()
+    def _budget(self, claimed: ClaimedRun, started_at: datetime) -> float:
+        """Seconds a call may take: until its lease expires less half the lease margin,
+        so a call that hangs past every timeout (or that started late, after waiting for
+        a slot) ends before another replica may take its slot."""
+        run = claimed.run
+        if run.lease_expires_at is None:
+            return (lease_duration(claimed.task.target) - LEASE_MARGIN / 2).total_seconds()
+        return (run.lease_expires_at - started_at - LEASE_MARGIN / 2).total_seconds()
 
 
 def _uncancel() -> None:

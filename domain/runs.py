@@ -100,3 +100,11 @@ def idempotency_key(run: Run) -> str:
     if run.manual:
         return f"{run.task_id}:{run.id}"
     return occurrence_key(run.task_id, run.scheduled_for)
+
+
+def lease_expired(run: Run, now: datetime) -> bool:
+    """Whether `run`'s replica has lost its slot at `now` (docs/api.md "Run", the zombie
+    rule): from its `lease_expires_at` on, the run belongs to the lost-run sweep, so its
+    replica may neither start its call nor record its outcome (a paused replica that
+    wakes late acts on nothing it no longer holds). A run without a lease holds none."""
+    return run.lease_expires_at is not None and now >= run.lease_expires_at

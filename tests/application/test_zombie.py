@@ -1,0 +1,121 @@
+"""The zombie rule (docs/api.md "Run"): a replica that was paused, or starved, past a
+run's lease acts on nothing it no longer holds. It does not start the call, it does not
+record the outcome of a call that ended after the lease, and a call never outlives the
+lease; the lost-run sweep records such a run "replica lost", and nothing overwrites it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from adapters.clock import FakeClock
+from adapters.memory import InMemoryTaskStore, NoopExecutor
+from application.engine import TriggerLoop
+from application.engine_runs import LEASE_ERROR
+from domain.claims import LEASE_MARGIN, lease_duration
+from domain.runs import REPLICA_LOST, RunOutcome, RunStatus
+from tests.application.test_engine import (
+    T0,
+    GatedExecutor,
+    eventually,
+    finished_runs,
+    make_task,
+    settings,
+)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def store() -> InMemoryTaskStore:
+    return InMemoryTaskStore()
+
+
+@pytest.fixture
+async def engines() -> AsyncIterator[list[TriggerLoop]]:
+    started: list[TriggerLoop] = []
+    yield started
+    for engine in started:
+        await engine.stop()
+
+
+async def test_a_run_whose_lease_expired_before_its_call_is_not_called(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(every=3600, enabled=False))
+    executor = NoopExecutor(clock)
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+    # A claim whose transaction committed only after its process woke from a long pause.
+    claimed = await store.start_manual_run(task.id, clock.now() - timedelta(hours=1), "unit")
+    assert claimed.should_call
+    engine.dispatch(claimed)
+
+    async def done() -> bool:
+        return engine.in_flight == 0
+
+    await eventually(done, "the run to be given up")
+    assert executor.executed == 0
+    await store.expire_lost_runs(clock.now())  # if this replica's own sweep did not yet
+    lost = await store.get_run(claimed.run.id)
+    assert (lost.status, lost.error, lost.attempts) == (RunStatus.FAILED, REPLICA_LOST, 0)
+
+
+async def test_an_outcome_after_the_lease_is_not_recorded_and_never_overwrites(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(every=3600))  # nothing else due meanwhile
+    executor = GatedExecutor()
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+
+    async def calling() -> bool:
+        return executor.running == 1
+
+    await eventually(calling, "the call")
+    [running] = await store.list_runs(task.id, None, None, 10)
+    assert running.lease_expires_at is not None
+    clock.set(running.lease_expires_at + timedelta(seconds=1))  # the process slept
+    executor.gate.set()  # the target answers 2xx, too late
+
+    async def done() -> bool:
+        return engine.in_flight == 0
+
+    await eventually(done, "the call to end")
+    assert executor.executed == 1
+    [run] = await store.list_runs(task.id, None, None, 10)
+    assert run.status is not RunStatus.SUCCEEDED  # still running, or swept already
+    await store.expire_lost_runs(clock.now())
+    [lost] = await finished_runs(store, task)
+    assert (lost.status, lost.error) == (RunStatus.FAILED, REPLICA_LOST)
+    # However late the zombie's write arrives, the recorded outcome stands.
+    late = RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, finished_at=clock.now())
+    [kept] = await store.finish_runs([(lost.id, late)])
+    assert (kept.status, kept.error) == (RunStatus.FAILED, REPLICA_LOST)
+
+
+async def test_a_call_that_started_late_ends_before_its_lease(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(every=3600, enabled=False))
+    executor = GatedExecutor()  # a target that never answers
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+    # Claimed long enough ago that, past its timeouts, one second of its lease is left
+    # before half the margin: the call gets that second, not a whole lease of its own.
+    ago = lease_duration(task.target) - LEASE_MARGIN / 2 - timedelta(seconds=1)
+    claimed = await store.start_manual_run(task.id, clock.now() - ago, "unit")
+    began = time.monotonic()
+    engine.dispatch(claimed)
+    [run] = await eventually(lambda: finished_runs(store, task), "the call to be stopped", 30)
+    assert (run.status, run.error) == (RunStatus.FAILED, LEASE_ERROR)
+    assert time.monotonic() - began < 20  # not the target's own timeout and margin
