@@ -17,14 +17,8 @@ from application.engine import TriggerLoop
 from application.engine_runs import LEASE_ERROR
 from domain.claims import LEASE_MARGIN, lease_duration
 from domain.runs import REPLICA_LOST, RunOutcome, RunStatus
-from tests.application.test_engine import (
-    T0,
-    GatedExecutor,
-    eventually,
-    finished_runs,
-    make_task,
-    settings,
-)
+from tests.application.test_engine import T0, GatedExecutor, finished_runs, make_task, settings
+from tests.fixtures.waiting import eventually
 
 
 @pytest.fixture
@@ -116,6 +110,6 @@ async def test_a_call_that_started_late_ends_before_its_lease(
     claimed = await store.start_manual_run(task.id, clock.now() - ago, "unit")
     began = time.monotonic()
     engine.dispatch(claimed)
-    [run] = await eventually(lambda: finished_runs(store, task), "the call to be stopped", 30)
+    [run] = await eventually(lambda: finished_runs(store, task), "the stopped call", within=30)
     assert (run.status, run.error) == (RunStatus.FAILED, LEASE_ERROR)
     assert time.monotonic() - began < 20  # not the target's own timeout and margin
