@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-from pydantic import JsonValue
 
 from adapters.clock import SystemClock
 from adapters.http.auth import (
@@ -29,6 +26,17 @@ from adapters.http.auth import (
 )
 from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
 from adapters.http.guard import OutboundDenied, OutboundGuard, Resolver
+from adapters.http.requests import (
+    CookielessClient,
+    PreparedRequest,
+    add_headers,
+    build_request,
+    header_pairs,
+    lenient_url,
+    parse_url,
+    set_header,
+    template_context,
+)
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
@@ -41,17 +49,6 @@ from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
 logger = logging.getLogger("scheduler.http")
 
 _SECRET_HEADERS = (b"Authorization", b"Proxy-Authorization")
-
-
-@dataclass(frozen=True, slots=True)
-class _Request:
-    """A run's request before authentication: rendered, with the scheduler's headers."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: JsonValue
-    webhook_id: str  # what a signed call names itself (a target call: its Idempotency-Key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +115,7 @@ class HttpExecutor:
             return Delivery(delivered=False, error=str(exc))
         key = str(event.id)
         headers = {"Idempotency-Key": key, "X-Scheduler-Task-Id": str(event.task_id)}
-        request = _Request("POST", destination.url, headers, event.payload, webhook_id=key)
+        request = PreparedRequest("POST", destination.url, headers, event.payload, webhook_id=key)
         result = await self._attempt(DELIVERY_TIMEOUT_SECONDS, request, credentials)
         if result.status == 401 and credentials.oauth2_secret is not None:
             self._tokens.drop(credentials)  # the next attempt asks for a new token
@@ -160,26 +157,26 @@ class HttpExecutor:
             request = self._prepare(task, run, last_run_at, self._clock.now())
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
-        headers = _pairs(request.headers)
+        headers = header_pairs(request.headers)
         target = task.target
         if redact:
             for header in target.headers_env:
-                _set_header(headers, header.encode(), REDACTED.encode())
+                set_header(headers, header.encode(), REDACTED.encode())
             for name in _SECRET_HEADERS:
-                _set_header(headers, name, REDACTED.encode(), only_if_present=True)
+                set_header(headers, name, REDACTED.encode(), only_if_present=True)
             shown = redacted_header(target.auth)
             if shown is not None:
-                _set_header(headers, b"Authorization", shown.encode())
+                set_header(headers, b"Authorization", shown.encode())
         else:
             try:
                 credentials = credentials_for(target.auth, self._env(), target.headers_env)
             except MissingSecret as exc:
                 raise InvalidRequest(exc.field, str(exc)) from None
-            _add_headers(headers, credentials.headers)
+            add_headers(headers, credentials.headers)
             value = await self._authorization(credentials, target.timeout_seconds)
             if value is not None:
-                _set_header(headers, b"Authorization", value.encode())
-        built = self._build(request, headers, target.timeout_seconds)
+                set_header(headers, b"Authorization", value.encode())
+        built = build_request(self._http(), request, headers, target.timeout_seconds, self._sign())
         shown_headers = [(name.decode(), value.decode()) for name, value in built.headers.raw]
         if redact:
             # A signature is no secret, but a valid one lets whoever reads the dry run
@@ -200,7 +197,7 @@ class HttpExecutor:
     # -- one run ------------------------------------------------------------------
 
     async def _call(
-        self, task: Task, run: Run, request: _Request, credentials: Credentials
+        self, task: Task, run: Run, request: PreparedRequest, credentials: Credentials
     ) -> tuple[int, _Result]:
         """Call until success, a final failure or the retry policy's last attempt;
         return the number of calls and how the last one ended."""
@@ -225,19 +222,20 @@ class HttpExecutor:
             await asyncio.sleep(wait)
 
     async def _attempt(
-        self, seconds: float, request: _Request, credentials: Credentials
+        self, seconds: float, request: PreparedRequest, credentials: Credentials
     ) -> _Result:
         timeout = seconds
         limit = self._settings.response_excerpt_bytes
         try:
             async with asyncio.timeout(timeout):
-                headers = _pairs(request.headers)
-                _add_headers(headers, credentials.headers)
+                headers = header_pairs(request.headers)
+                add_headers(headers, credentials.headers)
                 authorization = await self._authorization(credentials, timeout)
                 if authorization is not None:
-                    _set_header(headers, b"Authorization", authorization.encode())
+                    set_header(headers, b"Authorization", authorization.encode())
                 response = await self._http().send(
-                    self._build(request, headers, timeout), stream=True
+                    build_request(self._http(), request, headers, timeout, self._sign()),
+                    stream=True,
                 )
                 try:
                     excerpt = await read_excerpt(response, limit, credentials.secrets)
@@ -246,7 +244,7 @@ class HttpExecutor:
         except TokenError as exc:
             return _Result(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
-            failure = describe(exc, _url(request.url), timeout)
+            failure = describe(exc, lenient_url(request.url), timeout)
             if failure.message.startswith("unexpected error"):
                 logger.error("unexpected error calling a target: %s", type(exc).__name__)
             message = scrub(failure.message, credentials.secrets)
@@ -275,11 +273,11 @@ class HttpExecutor:
 
     def _prepare(
         self, task: Task, run: Run, last_run_at: datetime | None, now: datetime
-    ) -> _Request:
+    ) -> PreparedRequest:
         target = task.target
         if target.template:
             url, headers, body = self._templates.render(
-                target, _context(task, run, last_run_at, now)
+                target, template_context(task, run, last_run_at, now)
             )
         else:
             url, headers, body = target.url, dict(target.headers), target.body
@@ -290,64 +288,20 @@ class HttpExecutor:
             "X-Scheduler-Run-Id": str(run.id),
             "X-Scheduler-Scheduled-For": rfc3339(run.scheduled_for),
         }
-        return _Request(target.method, url, headers, body, webhook_id=key)
+        return PreparedRequest(target.method, url, headers, body, webhook_id=key)
 
-    def _build(
-        self, request: _Request, headers: list[tuple[bytes, bytes]], timeout: float
-    ) -> httpx.Request:
-        """The request `AsyncClient.build_request(method, url, headers=headers,
-        json=body, timeout=timeout)` builds, header for header and byte for byte: the
-        client's headers, then the request's (which replace client headers of the same
-        name); `Host` first, then `Content-Length: 0` for a POST, PUT or PATCH without a
-        body; a JSON body's `Content-Length` and `Content-Type` last, each unless the
-        request set it. Built directly, its headers normalized once instead of three
-        times, without the merging of URLs, cookies and query parameters, none of which
-        this client has (tests compare the two). With a signer, the Standard Webhooks
-        headers come last, signing the body as sent, stamped now (every attempt anew)."""
-        client = self._http()
-        url = _parse_url(request.url)
-        names = {name.lower() for name, _ in headers}
-        merged = [pair for pair in client.headers.raw if pair[0].lower() not in names]
-        merged += headers
-        names.update(name.lower() for name, _ in merged)
-        auto = []
-        if b"host" not in names and url.host:
-            auto.append((b"Host", url.netloc))
-        if request.body is None:
-            content = b""
-            if (
-                request.method.upper() in ("POST", "PUT", "PATCH")
-                and b"content-length" not in names
-                and b"transfer-encoding" not in names
-            ):
-                auto.append((b"Content-Length", b"0"))
-            merged = auto + merged
-        else:
-            content = json.dumps(
-                request.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-            ).encode("utf-8")
-            merged = auto + merged
-            if b"content-length" not in names:
-                merged.append((b"Content-Length", str(len(content)).encode("ascii")))
-            if b"content-type" not in names:
-                merged.append((b"Content-Type", b"application/json"))
+    def _sign(self) -> Callable[[str, bytes], list[tuple[bytes, bytes]]] | None:
+        """The signer's headers for a body sent now (each attempt stamped anew)."""
         signer = self._settings.signer
-        if signer:
-            stamp = int(self._clock.now().timestamp())
-            merged += signer.headers(request.webhook_id, stamp, content)
-        return httpx.Request(
-            request.method,
-            url,
-            headers=merged,
-            stream=httpx.ByteStream(content),
-            extensions={
-                "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
-            },
+        if not signer:
+            return None
+        return lambda webhook_id, content: signer.headers(
+            webhook_id, int(self._clock.now().timestamp()), content
         )
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = _Client(
+            self._client = CookielessClient(
                 transport=GuardedTransport(
                     self._guard, max_connections=self._settings.max_connections
                 ),
@@ -372,7 +326,7 @@ class HttpExecutor:
             if templated and "{" in url:
                 return  # the host is known only once rendered; the transport judges it
             try:
-                parsed = _parse_url(url)
+                parsed = parse_url(url)
             except httpx.InvalidURL as exc:
                 message = f"is not a URL the HTTP client accepts: {exc}"
                 raise InvalidRequest(field, message) from None
@@ -420,84 +374,3 @@ class HttpExecutor:
 
 def _fields(task: Task, run: Run, attempt: int, **more: Any) -> dict[str, Any]:
     return {"task_id": str(task.id), "run_id": str(run.id), "attempt": attempt, **more}
-
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing and adds nothing."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        pass
-
-    def set_cookie_header(self, request: httpx.Request) -> None:
-        pass
-
-    def __bool__(self) -> bool:
-        return False
-
-
-class _Client(httpx.AsyncClient):
-    """httpx's client without a cookie jar: every call stands alone. A shared jar would
-    send the cookies one target set with the calls of every task to the same site
-    (and a dry run would not show them); it would also parse every answer for them."""
-
-    _no_cookies = _NoCookies()
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return self._no_cookies
-
-    @cookies.setter
-    def cookies(self, cookies: Any) -> None:
-        pass
-
-
-def _pairs(values: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
-    return [(name.encode(), value.encode()) for name, value in values.items()]
-
-
-def _add_headers(headers: list[tuple[bytes, bytes]], values: Mapping[str, str]) -> None:
-    """Set each of `values` (headers_env's, by validation distinct from the others)."""
-    for name, value in values.items():
-        _set_header(headers, name.encode(), value.encode())
-
-
-def _set_header(
-    headers: list[tuple[bytes, bytes]], name: bytes, value: bytes, *, only_if_present: bool = False
-) -> None:
-    """Set `name` (any case) to `value`, in the place of its first occurrence, as
-    `httpx.Headers.__setitem__` does."""
-    lower = name.lower()
-    found = [i for i, (key, _) in enumerate(headers) if key.lower() == lower]
-    if not found:
-        if not only_if_present:
-            headers.append((name, value))
-        return
-    headers[found[0]] = (name, value)
-    for index in reversed(found[1:]):
-        del headers[index]
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_url(url: str) -> httpx.URL:
-    """Parsed once per distinct URL (httpx.URL is immutable; parsing is most of the
-    cost of building a request). An invalid URL raises httpx.InvalidURL, not cached."""
-    return httpx.URL(url)
-
-
-def _url(url: str) -> httpx.URL:
-    try:
-        return httpx.URL(url)
-    except httpx.InvalidURL:
-        return httpx.URL("http://invalid/")
-
-
-def _context(task: Task, run: Run, last_run_at: datetime | None, now: datetime) -> dict[str, Any]:
-    scheduled_for = rfc3339(run.scheduled_for)
-    return {
-        "task": task.model_dump(mode="json", exclude={"next_fire_at"}),
-        "run": {"id": str(run.id), "scheduled_for": scheduled_for, "manual": run.manual},
-        "scheduled_for": scheduled_for,
-        "now": rfc3339(now),
-        "last_run": None if last_run_at is None else rfc3339(last_run_at),
-    }

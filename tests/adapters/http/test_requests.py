@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
-from adapters.http.executor import _Request
+from adapters.http.requests import PreparedRequest, build_request
 from domain.runs import RunStatus
 from tests.adapters.http.builders import (
     FAST_RETRY,
@@ -323,8 +323,8 @@ def test_requests_are_built_as_httpx_builds_them(
     # the reference, header for header and byte for byte.
     pairs = [(name.encode(), value.encode()) for name, value in headers.items()]
 
-    request = _Request(method, url, dict(headers), body, webhook_id="task:1")
-    built = executor._build(request, list(pairs), 5.0)
+    request = PreparedRequest(method, url, dict(headers), body, webhook_id="task:1")
+    built = build_request(executor._http(), request, list(pairs), 5.0)
     reference = executor._http().build_request(
         method, url, headers=pairs, json=body, timeout=httpx.Timeout(5.0)
     )

@@ -1,0 +1,168 @@
+"""Building a run's request: the pieces of adapters/http/executor.py that are plain
+functions of their arguments (headers as bytes, parsed URLs, the template context) and
+the cookie-less client every call goes through."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+from pydantic import JsonValue
+
+from adapters.http.templates import rfc3339
+from domain.runs import Run
+from domain.tasks import Task
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """A run's request before authentication: rendered, with the scheduler's headers."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: JsonValue
+    webhook_id: str  # what a signed call names itself (a target call: its Idempotency-Key)
+
+
+class _NoCookies(httpx.Cookies):
+    """A cookie jar that keeps nothing and adds nothing."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        pass
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        pass
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class CookielessClient(httpx.AsyncClient):
+    """httpx's client without a cookie jar: every call stands alone. A shared jar would
+    send the cookies one target set with the calls of every task to the same site
+    (and a dry run would not show them); it would also parse every answer for them."""
+
+    _no_cookies = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        pass
+
+
+def header_pairs(values: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
+    return [(name.encode(), value.encode()) for name, value in values.items()]
+
+
+def add_headers(headers: list[tuple[bytes, bytes]], values: Mapping[str, str]) -> None:
+    """Set each of `values` (headers_env's, by validation distinct from the others)."""
+    for name, value in values.items():
+        set_header(headers, name.encode(), value.encode())
+
+
+def set_header(
+    headers: list[tuple[bytes, bytes]], name: bytes, value: bytes, *, only_if_present: bool = False
+) -> None:
+    """Set `name` (any case) to `value`, in the place of its first occurrence, as
+    `httpx.Headers.__setitem__` does."""
+    lower = name.lower()
+    found = [i for i, (key, _) in enumerate(headers) if key.lower() == lower]
+    if not found:
+        if not only_if_present:
+            headers.append((name, value))
+        return
+    headers[found[0]] = (name, value)
+    for index in reversed(found[1:]):
+        del headers[index]
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_url(url: str) -> httpx.URL:
+    """Parsed once per distinct URL (httpx.URL is immutable; parsing is most of the
+    cost of building a request). An invalid URL raises httpx.InvalidURL, not cached."""
+    return httpx.URL(url)
+
+
+def lenient_url(url: str) -> httpx.URL:
+    try:
+        return httpx.URL(url)
+    except httpx.InvalidURL:
+        return httpx.URL("http://invalid/")
+
+
+def template_context(
+    task: Task, run: Run, last_run_at: datetime | None, now: datetime
+) -> dict[str, Any]:
+    scheduled_for = rfc3339(run.scheduled_for)
+    return {
+        "task": task.model_dump(mode="json", exclude={"next_fire_at"}),
+        "run": {"id": str(run.id), "scheduled_for": scheduled_for, "manual": run.manual},
+        "scheduled_for": scheduled_for,
+        "now": rfc3339(now),
+        "last_run": None if last_run_at is None else rfc3339(last_run_at),
+    }
+
+
+def build_request(
+    client: httpx.AsyncClient,
+    request: PreparedRequest,
+    headers: list[tuple[bytes, bytes]],
+    timeout: float,
+    sign: Callable[[str, bytes], list[tuple[bytes, bytes]]] | None = None,
+) -> httpx.Request:
+    """The request `AsyncClient.build_request(method, url, headers=headers,
+    json=body, timeout=timeout)` builds, header for header and byte for byte: the
+    client's headers, then the request's (which replace client headers of the same
+    name); `Host` first, then `Content-Length: 0` for a POST, PUT or PATCH without a
+    body; a JSON body's `Content-Length` and `Content-Type` last, each unless the
+    request set it. Built directly, its headers normalized once instead of three
+    times, without the merging of URLs, cookies and query parameters, none of which
+    this client has (tests compare the two). `sign`'s headers (Standard Webhooks)
+    come last, signing the body as sent."""
+    url = parse_url(request.url)
+    names = {name.lower() for name, _ in headers}
+    merged = [pair for pair in client.headers.raw if pair[0].lower() not in names]
+    merged += headers
+    names.update(name.lower() for name, _ in merged)
+    auto = []
+    if b"host" not in names and url.host:
+        auto.append((b"Host", url.netloc))
+    if request.body is None:
+        content = b""
+        if (
+            request.method.upper() in ("POST", "PUT", "PATCH")
+            and b"content-length" not in names
+            and b"transfer-encoding" not in names
+        ):
+            auto.append((b"Content-Length", b"0"))
+        merged = auto + merged
+    else:
+        content = json.dumps(
+            request.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+        merged = auto + merged
+        if b"content-length" not in names:
+            merged.append((b"Content-Length", str(len(content)).encode("ascii")))
+        if b"content-type" not in names:
+            merged.append((b"Content-Type", b"application/json"))
+    if sign is not None:
+        merged += sign(request.webhook_id, content)
+    return httpx.Request(
+        request.method,
+        url,
+        headers=merged,
+        stream=httpx.ByteStream(content),
+        extensions={
+            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        },
+    )
