@@ -16,7 +16,6 @@ from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -32,8 +31,6 @@ from domain._duration import seconds_of
 from domain._wallclock import (
     UTC,
     Reading,
-    check_zone_name,
-    in_range,
     instant,
     read_wall,
     wall_instant,
@@ -49,50 +46,11 @@ from domain.occurrences import (
     next_occurrence,
     window,
 )
+from domain.trigger_fields import DEFAULT_DST, DstPolicy, TriggerInstant, ZoneName, unset
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_DATE = date(1970, 1, 1)
 Calendars = Mapping[str, Calendar] | None
-
-
-def _zone_name(value: str) -> str:
-    try:
-        return check_zone_name(value)
-    except ValueError as exc:
-        raise PydanticCustomError("timezone", str(exc)) from exc
-
-
-ZoneName = Annotated[str, AfterValidator(_zone_name)]
-
-
-def _in_range(value: datetime) -> datetime:
-    if not in_range(value):
-        raise PydanticCustomError(
-            "instant_range",
-            f"{value.isoformat()} is out of range: it must read as an instant between "
-            "years 0001 and 9999 in UTC, with two days to spare",
-        )
-    return value
-
-
-# A trigger's instants (`run_at`, bounds, anchor): every reading of them stays in range.
-TriggerInstant = Annotated[datetime, AfterValidator(_in_range)]
-
-
-def _unset(value: object) -> bool:
-    return value is None
-
-
-class DstPolicy(BaseModel):
-    """What a wall time that does not exist (`gap`) or exists twice (`fold`) does."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gap: Literal["shift", "skip", "transition"] = "shift"
-    fold: Literal["auto", "first", "second", "both"] = "auto"
-
-
-DEFAULT_DST = DstPolicy()
 
 
 class _Schedule(BaseModel):
@@ -181,8 +139,8 @@ class CronTrigger(_Bounded):
     timezone: ZoneName = "UTC"
     start_at: TriggerInstant | None = None
     end_at: TriggerInstant | None = None
-    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
-    calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
+    dst: DstPolicy | None = Field(default=None, exclude_if=unset)
+    calendar: CalendarRef | None = Field(default=None, exclude_if=unset)
 
     @field_validator("expression")
     @classmethod
@@ -235,7 +193,7 @@ class IntervalTrigger(_Bounded):
     start_at: TriggerInstant | None = None
     end_at: TriggerInstant | None = None
     anchor: TriggerInstant | None = None
-    calendar: ExcludingCalendarRef | None = Field(default=None, exclude_if=_unset)
+    calendar: ExcludingCalendarRef | None = Field(default=None, exclude_if=unset)
     dst: SkipJsonSchema[None] = Field(default=None, exclude=True)
 
     @field_validator("every", mode="before", json_schema_input_type=int | str)
@@ -296,8 +254,8 @@ class CalendarTrigger(_Bounded):
     timezone: ZoneName = "UTC"
     start_at: TriggerInstant | None = None
     end_at: TriggerInstant | None = None
-    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
-    calendar: CalendarRef | None = Field(default=None, exclude_if=_unset)
+    dst: DstPolicy | None = Field(default=None, exclude_if=unset)
+    calendar: CalendarRef | None = Field(default=None, exclude_if=unset)
 
     @field_validator("days")
     @classmethod
@@ -363,7 +321,7 @@ class OneShotTrigger(_Schedule):
     kind: Literal["one_shot"] = "one_shot"
     run_at: TriggerInstant
     timezone: ZoneName = "UTC"
-    dst: DstPolicy | None = Field(default=None, exclude_if=_unset)
+    dst: DstPolicy | None = Field(default=None, exclude_if=unset)
 
     def policy(self) -> DstPolicy:
         return self.dst or DEFAULT_DST

@@ -19,8 +19,9 @@ from domain.errors import StoreUnavailable
 from domain.tasks import Task
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
-from tests.entrypoints.helpers import cron_task, eventually, make_settings
+from tests.entrypoints.helpers import cron_task, make_settings
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 Client = AsyncTestClient[Any]
 PROBLEM_JSON = "application/problem+json"

@@ -16,10 +16,11 @@ from psycopg.conninfo import conninfo_to_dict
 
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
-from tests.adapters.postgres.support import eventually, kill_idle_connections
+from tests.adapters.postgres.support import kill_idle_connections
 from tests.entrypoints.helpers import cron_task, make_settings
 from tests.fixtures.database import server_url
 from tests.fixtures.target import RecordingTarget
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.helpers import cron_task, eventually
+from tests.entrypoints.helpers import cron_task
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 Client = AsyncTestClient[Any]
 API_MD_DEFAULTS = {

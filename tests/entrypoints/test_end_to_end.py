@@ -16,9 +16,9 @@ import pytest
 from httpx import AsyncClient
 from psycopg import sql
 
-from tests.entrypoints.helpers import eventually
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 ADMIN, VIEWER = "e2e-admin-token", "e2e-viewer-token"
 TOKENS = f"{ADMIN},{VIEWER}:read"

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from httpx import AsyncClient
 
-from tests.entrypoints.helpers import cron_task, eventually
+from tests.entrypoints.helpers import cron_task
 from tests.entrypoints.live import LiveServer
 from tests.entrypoints.test_end_to_end import LONG_POLL, api, create, server, store_environ
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 __all__ = ["api", "server", "store_environ"]  # fixtures this module's tests use
 

@@ -25,9 +25,9 @@ import httpx
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.helpers import eventually
 from tests.entrypoints.live import ROOT, LiveServer
 from tests.fixtures.target import RecordingTarget
+from tests.fixtures.waiting import eventually
 
 PACKAGE = "imbi_scheduler_client"
 TOOL_TIMEOUT = 120

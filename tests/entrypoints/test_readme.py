@@ -25,8 +25,8 @@ import httpx
 import pytest
 
 from entrypoints.settings import Settings, env_name
-from tests.entrypoints.helpers import eventually
 from tests.entrypoints.live import ROOT, START_TIMEOUT, clean_environ, cli_command, free_port
+from tests.fixtures.waiting import eventually
 
 README = ROOT / "README.md"
 MARKED_BLOCK = re.compile(

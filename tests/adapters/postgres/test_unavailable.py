@@ -13,12 +13,12 @@ from domain.errors import StoreUnavailable
 from domain.runs import RunStatus
 from tests.adapters.postgres.support import (
     T0,
-    eventually,
     kill_idle_connections,
     make_task,
     query,
 )
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.postgres
 
