@@ -8,11 +8,12 @@ decides the verdict and its sentence).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from application.history import task_id_of
 from application.ports import RunFilter, TaskStore
+from domain.errors import InvalidRequest
 from domain.explain import (
     Explanation,
     from_runs,
@@ -26,8 +27,21 @@ from domain.history import TaskVersion
 from domain.runs import Run
 from domain.tasks import Task
 
+# The instants explain looks around: a scheduler has nothing to say before the Unix
+# epoch, and near the ends of datetime's range the search for an occurrence overflows.
+_EXPLAIN_FROM = datetime(1970, 1, 1, tzinfo=UTC)
+_EXPLAIN_UNTIL = datetime(9000, 1, 1, tzinfo=UTC)
+
 # How far after an occurrence a run that folded it (coalesced, missed) is looked for.
 FOLD_WINDOW = timedelta(days=31)
+
+
+def explainable(instant: datetime) -> datetime:
+    """`instant` (whole UTC seconds). Raises InvalidRequest naming `at` when it is
+    outside the years 1970 to 8999."""
+    if not _EXPLAIN_FROM <= instant < _EXPLAIN_UNTIL:
+        raise InvalidRequest("at", "must be an instant from 1970 to 8999")
+    return instant
 
 
 async def explain(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
-from application.explain import explain
+from application.explain import explain, explainable
 from application.history import task_history
 from application.pagination import Page, decode_cursor, encode_cursor
 from application.patching import merge_patch
@@ -20,10 +20,10 @@ from application.ports import (
     RunDispatcher,
     RunPageKey,
     TaskFilter,
-    TaskPageKey,
     TaskStore,
 )
 from application.run_listing import list_all_runs
+from application.task_listing import list_tasks
 from domain.calendars import Calendar
 from domain.claims import (
     SECOND,
@@ -112,36 +112,7 @@ class SchedulingService:
         self, task_filter: TaskFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[Task]:
         _check_limit(limit)
-        after = None
-        if cursor is not None:
-            payload = decode_cursor(cursor)
-            try:
-                task_filter = TaskFilter(**payload["filter"])
-                if not _typed(task_filter.enabled, bool) or not all(
-                    _typed(text, str) for text in (task_filter.tag, task_filter.name_prefix)
-                ):
-                    raise ValueError("a filter of the wrong type")
-                after = TaskPageKey(
-                    datetime.fromisoformat(payload["key"][0]), UUID(payload["key"][1])
-                )
-            except (KeyError, TypeError, ValueError, IndexError):
-                raise InvalidRequest("cursor", "is not a task cursor") from None
-        tasks = await self._store.list_tasks(task_filter, after, limit + 1)
-        next_cursor = None
-        if len(tasks) > limit:
-            tasks = tasks[:limit]
-            last = tasks[-1]
-            next_cursor = encode_cursor(
-                {
-                    "filter": {
-                        "enabled": task_filter.enabled,
-                        "tag": task_filter.tag,
-                        "name_prefix": task_filter.name_prefix,
-                    },
-                    "key": [last.created_at.isoformat(), str(last.id)],
-                }
-            )
-        return Page(tasks, next_cursor)
+        return await list_tasks(self._store, task_filter, limit, cursor)
 
     async def update_task(
         self,
@@ -189,7 +160,7 @@ class SchedulingService:
         """What became of the occurrence at or just before `at` (default now): see
         `application.explain`."""
         now = truncate(self._clock.now())
-        instant = now if at is None else _explainable(at)
+        instant = now if at is None else explainable(_in_range("at", at))
         return await explain(self._store, self.get_task, ref, instant, now)
 
     async def task_history(
@@ -431,21 +402,6 @@ def _check_count(count: int) -> None:
         raise InvalidRequest("count", f"must be between 1 and {MAX_FIRE_TIMES}")
 
 
-# The instants explain looks around: a scheduler has nothing to say before the Unix
-# epoch, and near the ends of datetime's range the search for an occurrence overflows.
-_EXPLAIN_FROM = datetime(1970, 1, 1, tzinfo=UTC)
-_EXPLAIN_UNTIL = datetime(9000, 1, 1, tzinfo=UTC)
-
-
-def _explainable(at: datetime) -> datetime:
-    """`at` in whole UTC seconds. Raises InvalidRequest naming `at` when it is outside
-    the years 1970 to 8999."""
-    instant = _in_range("at", at)
-    if not _EXPLAIN_FROM <= instant < _EXPLAIN_UNTIL:
-        raise InvalidRequest("at", "must be an instant from 1970 to 8999")
-    return instant
-
-
 def _in_range(field: str, instant: datetime) -> datetime:
     """`instant` in whole UTC seconds. Raises InvalidRequest naming `field` when its UTC
     reading falls outside the years datetime can hold (year 1 with a positive offset)."""
@@ -453,7 +409,3 @@ def _in_range(field: str, instant: datetime) -> datetime:
         return truncate(instant)
     except OverflowError:
         raise InvalidRequest(field, "is out of range once read in UTC") from None
-
-
-def _typed(value: object, kind: type) -> bool:
-    return value is None or isinstance(value, kind)
