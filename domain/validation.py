@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -71,6 +72,13 @@ def nul_at(value: object, path: str = "") -> str | None:
     object keys, array items) that holds U+0000, or None. No stored text may hold it
     (docs/api.md, "Text"): PostgreSQL's text and jsonb cannot, so both stores refuse it
     alike."""
+    if not path:
+        # One pass in C first (JSON escapes U+0000 as \u0000); the walk names the field.
+        try:
+            if "\\u0000" not in json.dumps(value, ensure_ascii=False, default=str):
+                return None
+        except (TypeError, ValueError):
+            pass  # keys json cannot write, or a cycle: walk
     if isinstance(value, str):
         return (path or "body") if "\x00" in value else None
     if isinstance(value, dict):
