@@ -30,6 +30,7 @@ from domain.claims import (
     complete_trigger,
     first_fire_at_or_after,
     initial_fire_at,
+    rescheduled,
     run_instant,
     scheduled,
 )
@@ -352,7 +353,7 @@ class SchedulingService:
             if trigger_changed:
                 self._reject_unknown_calendar(trigger)
                 self._reject_spent_one_shot(task, now)
-            task = scheduled(task, now, fired_before=not trigger_changed)
+            task = rescheduled(task, current.trigger, now, fired_before=not trigger_changed)
             if resumed:
                 task = task.model_copy(update={"consecutive_failures": 0})
             return task, True

@@ -130,6 +130,19 @@ def scheduled(task: Task, now: datetime, *, fired_before: bool = False) -> Task:
     )
 
 
+def rescheduled(task: Task, previous: Trigger, now: datetime, *, fired_before: bool) -> Task:
+    """`task` planned again on resume or on a trigger change at `now` (docs/api.md "When
+    the first occurrence is"): as `scheduled`, except that when the schedule being
+    replaced (`previous`) has an occurrence in this very second, planning starts at the
+    next second. That occurrence may have been claimed already, and claiming the second
+    again would make a second run with the same `Idempotency-Key`."""
+    now = truncate(now)
+    one_shot = isinstance(task.trigger, OneShotTrigger)
+    if not one_shot and first_fire_at_or_after(previous, now) == now:
+        now += SECOND
+    return scheduled(task, now, fired_before=fired_before)
+
+
 def claim(task: Task, now: datetime) -> ClaimDecision | None:
     """Decide what claiming `task` at `now` means, or None when it is not due.
 
