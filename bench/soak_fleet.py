@@ -1,0 +1,94 @@
+"""The soak's replicas (a `serve` process and its successors after each kill) and the
+scheduled tasks it creates, every one of them accounted for (`sched-…`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.soak_target import SoakTarget
+from tests.entrypoints.live import LiveServer
+
+
+class Replica:
+    """One `serve` process and its successors after each kill (a new pid, same name)."""
+
+    def __init__(self, name: str, environ: dict[str, str]) -> None:
+        self.name = name
+        self._environ = {**environ, "SCHEDULER_REPLICA": name}
+        self.server = LiveServer(self._environ)
+        self.servers = [self.server]  # every process it has been, for their logs
+        self.paused = False
+        self.down = False
+        self.rss_kb: list[int] = []
+
+    def start(self) -> None:
+        server = LiveServer(self._environ)
+        self.servers.append(server)
+        self.server = server.start()
+        self.down = False
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.server.process is not None
+        self.server.process.send_signal(sig)
+
+    def kill(self) -> None:
+        self.server.stop(signal.SIGKILL)
+        self.down = True
+
+    def sample(self) -> None:
+        process = self.server.process
+        if process is None or self.down or process.poll() is not None:
+            return
+        try:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+        except OSError:
+            return
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                self.rss_kb.append(int(line.split()[1]))
+
+
+def task_specs(target: SoakTarget, scale: int) -> list[dict[str, Any]]:
+    """The scheduled tasks, all accounted for (`sched-…`)."""
+
+    def spec(name: str, trigger: dict[str, Any], path: str, **extra: Any) -> dict[str, Any]:
+        target_fields = {"url": target.url(path), "timeout_seconds": extra.pop("timeout", 5)}
+        if "retry" in extra:
+            target_fields["retry"] = extra.pop("retry")
+        return {"name": f"sched-{name}", "trigger": trigger, "target": target_fields,
+                "misfire_grace_seconds": 30, **extra}  # fmt: skip
+
+    every = {"kind": "interval", "every": 1}
+    specs = []
+    for k in range(scale):
+        specs += [spec(f"ok-{k}-{i}", every, f"/ok/{k}-{i}") for i in range(8)]
+        specs += [spec(f"tight-{k}-{i}", every, f"/ok/t{k}-{i}", misfire_grace_seconds=1)
+                  for i in range(3)]  # fmt: skip
+        specs += [spec(f"cron-{k}-{i}", {"kind": "cron", "expression": "* * * * * *"},
+                       f"/ok/c{k}-{i}") for i in range(3)]  # fmt: skip
+        specs += [spec(f"single-{k}-{i}", every, f"/slow/s{k}-{i}") for i in range(2)]
+        specs += [spec(f"overlap-{k}-{i}", every, f"/slow/o{k}-{i}", max_running_instances=3)
+                  for i in range(2)]  # fmt: skip
+        specs += [spec(f"fail-{k}-{i}", {"kind": "interval", "every": 2}, f"/fail/{k}-{i}",
+                       retry={"max_attempts": 2, "backoff_seconds": 0.2,
+                              "max_backoff_seconds": 0.5}) for i in range(2)]  # fmt: skip
+        specs += [spec(f"hang-{k}-{i}", {"kind": "interval", "every": 2}, f"/hang/{k}-{i}",
+                       timeout=1) for i in range(2)]  # fmt: skip
+        specs += [spec(f"close-{k}-{i}", every, f"/close/{k}-{i}") for i in range(2)]
+        specs += [spec(f"all-{k}-{i}", every, f"/ok/a{k}-{i}", catch_up="all")
+                  for i in range(2)]  # fmt: skip
+    return specs
+
+
+def restart_postgres() -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[0]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
+        check=True,
+        timeout=120,
+    )
+    subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "60"], check=True, timeout=90)

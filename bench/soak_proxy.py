@@ -1,0 +1,130 @@
+"""A TCP proxy between the soak's replicas and PostgreSQL, to fail the network on cue.
+
+It runs its own asyncio loop in a thread. `cut()` drops every connection at once (the
+replicas see a reset in the middle of whatever they were doing, transactions
+included); `blackhole(seconds)` stops forwarding anything in either direction and holds
+new connections unanswered for that long (a silent network partition), then drops
+them all. `upstream_ports()` names the local ports of its connections to PostgreSQL,
+which are the `client_port` of the replicas' backends in `pg_stat_activity`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+CHUNK = 65536
+
+
+class _Pair:
+    def __init__(self, client: asyncio.StreamWriter, server: asyncio.StreamWriter) -> None:
+        self.client = client
+        self.server = server
+
+    def abort(self) -> None:
+        for writer in (self.client, self.server):
+            transport = writer.transport
+            if not transport.is_closing():
+                transport.abort()  # RST, not a polite FIN: a cut cable or a dead router
+
+
+class FaultyProxy:
+    """127.0.0.1:`port` forwarding to `upstream_host`:`upstream_port`."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self._upstream = (upstream_host, upstream_port)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._pairs: set[_Pair] = set()
+        self._flowing = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+        self.connections = 0  # accepted since start
+
+    def start(self) -> FaultyProxy:
+        self._thread.start()
+        self._run(self._listen()).result(10)
+        return self
+
+    def stop(self) -> None:
+        self._run(self._close()).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    def cut(self) -> int:
+        """Drop every connection now; how many were dropped."""
+        result: int = self._run(self._cut()).result(10)
+        return result
+
+    def blackhole(self, seconds: float) -> int:
+        """Forward nothing for `seconds`, then drop every connection; how many."""
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+        threading.Event().wait(seconds)
+        dropped = self.cut()
+        self._loop.call_soon_threadsafe(self._flowing.set)
+        return dropped
+
+    def upstream_ports(self) -> set[int]:
+        ports: set[int] = set()
+        for pair in list(self._pairs):
+            name = pair.server.get_extra_info("sockname")
+            if name:
+                ports.add(int(name[1]))
+        return ports
+
+    # -- in the proxy's loop ----------------------------------------------------------
+
+    def _run(self, coroutine: Any) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    async def _listen(self) -> None:
+        self._flowing.set()
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        await self._cut()
+
+    async def _cut(self) -> int:
+        pairs = list(self._pairs)
+        for pair in pairs:
+            pair.abort()
+        self._pairs.clear()
+        return len(pairs)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        await self._flowing.wait()  # a new connection waits out a blackhole unanswered
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        pair = _Pair(writer, up_writer)
+        self._pairs.add(pair)
+        await asyncio.gather(
+            self._pipe(reader, up_writer, pair), self._pipe(up_reader, writer, pair)
+        )
+        pair.abort()
+        self._pairs.discard(pair)
+
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pair: _Pair
+    ) -> None:
+        try:
+            while data := await reader.read(CHUNK):
+                if not self._flowing.is_set():
+                    await self._flowing.wait()
+                    if pair not in self._pairs:
+                        return  # cut at the end of the blackhole: the data is lost
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            pair.abort()
