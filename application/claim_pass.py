@@ -91,6 +91,7 @@ class ClaimPass:
                 "running": statuses.count(RunStatus.RUNNING),
                 "missed": statuses.count(RunStatus.MISSED),
                 "skipped": statuses.count(RunStatus.SKIPPED),
+                "queued": statuses.count(RunStatus.QUEUED),
                 "seconds": round(seconds, 6),
             },
         )

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, TaskStore
-from domain.runs import Run, RunOutcome, lease_expired
+from domain.runs import ClaimedRun, Run, RunOutcome, lease_expired
 
 log = logging.getLogger("scheduler.engine")
 
@@ -35,11 +36,21 @@ class OutcomeRecorder:
     except the outcomes whose run's lease has expired meanwhile: those are given up
     (the lost-run sweep of some replica records the run). Nothing else is ever dropped,
     short of `abandon()`.
+
+    The slots a batch frees may start queued runs of their tasks in the same
+    transaction (`TaskStore.finish_runs_starting`): those are this engine's to call,
+    handed to `on_started`.
     """
 
     def __init__(
-        self, store: TaskStore, clock: Clock, settings: EngineSettings, observer: EngineObserver
+        self,
+        store: TaskStore,
+        clock: Clock,
+        settings: EngineSettings,
+        observer: EngineObserver,
+        on_started: Callable[[list[ClaimedRun]], None],
     ) -> None:
+        self._on_started = on_started
         self._store = store
         self._clock = clock
         self._settings = settings
@@ -115,7 +126,11 @@ class OutcomeRecorder:
         batch = self._owned(batch, "the lease expired before the outcome was recorded")
         while batch:
             try:
-                runs = await self._store.finish_runs([(w.run.id, w.outcome) for w in batch])
+                freed = await self._store.finish_runs_starting(
+                    [(w.run.id, w.outcome) for w in batch],
+                    self._clock.now(),
+                    self._settings.replica,
+                )
             except Exception as exc:
                 self._observer.store_error(exc)
                 batch = self._owned(batch, "outcome not recorded before the lease expired", exc)
@@ -128,7 +143,9 @@ class OutcomeRecorder:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._settings.store_retry_max)
                 continue
-            recorded = {run.id: run for run in runs}
+            if freed.started:
+                self._on_started(freed.started)
+            recorded = {run.id: run for run in freed.runs}
             for waiting in batch:
                 run = recorded.get(waiting.run.id)
                 if run is None:

@@ -14,13 +14,14 @@ from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
+from domain.overlap import CANCELLED_BY_REQUEST
 from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
 
 __all__ = ["CANCEL_ERROR", "DRAIN_ERROR", "LEASE_ERROR", "RunRunner", "run_fields"]
 
 log = logging.getLogger("scheduler.engine")
 
-CANCEL_ERROR = "cancelled through the API"
+CANCEL_ERROR = CANCELLED_BY_REQUEST
 DRAIN_ERROR = "scheduler stopped before the run finished (drain timeout)"
 LEASE_ERROR = "the run outlived its lease and was stopped"
 
@@ -52,7 +53,7 @@ class RunRunner:
         self._tasks: dict[UUID, asyncio.Task[None]] = {}
         self._cancellable: set[UUID] = set()
         self._reasons: dict[UUID, tuple[RunStatus, str]] = {}
-        self._recorder = OutcomeRecorder(store, clock, settings, observer)
+        self._recorder = OutcomeRecorder(store, clock, settings, observer, self.dispatch_all)
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -63,6 +64,9 @@ class RunRunner:
 
     def dispatch(self, claimed: ClaimedRun) -> None:
         run = claimed.run
+        if run.status is RunStatus.QUEUED:  # it starts when a slot frees, on some engine
+            log.info("run queued", extra=run_fields(run, self._lateness(claimed)))
+            return
         if not claimed.should_call:
             log.info("run not called", extra=run_fields(run, self._lateness(claimed)))
             self._observer.run_finished(run, 0.0)
@@ -72,6 +76,11 @@ class RunRunner:
         self._cancellable.add(run.id)
         self._tasks[run.id] = asyncio.create_task(self._execute(claimed), name=f"run {run.id}")
         self._observer.in_flight(len(self._tasks))
+
+    def dispatch_all(self, started: list[ClaimedRun]) -> None:
+        """Run queued runs the store started on this engine (in freed slots)."""
+        for claimed in started:
+            self.dispatch(claimed)
 
     def cancel(self, run_id: UUID, status: RunStatus, error: str) -> bool:
         """Stop a run's call and record it with `status` and `error`. False when the

@@ -31,17 +31,21 @@ class Housekeeping:
         """Stop the runs of this engine that someone asked to cancel."""
         cancellable = self._runs.cancellable()
         if cancellable:
-            for run_id in await self._store.cancel_requested(cancellable):
-                self._runs.cancel(run_id, RunStatus.CANCELLED, CANCEL_ERROR)
+            reasons = await self._store.cancel_reasons(cancellable)
+            for run_id, reason in reasons.items():
+                self._runs.cancel(run_id, RunStatus.CANCELLED, reason or CANCEL_ERROR)
 
     async def sweep(self, now: datetime) -> None:
         """Fail lost runs and delete old runs and task versions, each when its interval
         has passed."""
         settings = self._settings
         if self.next_lost_sweep is None or now >= self.next_lost_sweep:
-            for run in await self._store.expire_lost_runs(now):
+            freed = await self._store.expire_lost_runs_starting(now, settings.replica)
+            for run in freed.runs:
                 log.warning("run lost with its replica", extra=run_fields(run))
                 self._observer.run_finished(run, 0.0)
+            # Queued runs started in the slots the lost runs held: this engine calls them.
+            self._runs.dispatch_all(freed.started)
             self.next_lost_sweep = now + settings.lost_run_sweep_interval
         if self.next_retention_sweep is None or now >= self.next_retention_sweep:
             cutoff = now - settings.run_retention

@@ -65,6 +65,16 @@ class TaskUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class Freed:
+    """What freeing slots did: the runs recorded (as `finish_runs` or
+    `expire_lost_runs` return them) and the queued runs started in the freed slots,
+    now RUNNING with a lease owned by the replica that freed them, which calls them."""
+
+    runs: list[Run]
+    started: list[ClaimedRun]
+
+
+@dataclass(frozen=True, slots=True)
 class EventPageKey:
     """Keyset position in the event listing, ordered newest first by (created_at, id)."""
 
@@ -139,7 +149,9 @@ class TaskStore(Protocol):
 
         With `reschedule`, also write `next_fire_at`, `next_run_at` and
         `consecutive_failures` from `task`; without it the stored values stay (a claim may
-        have advanced them meanwhile). Raises TaskNotFound, VersionConflict,
+        have advanced them meanwhile). When `task` may no longer keep a queue
+        (`domain.overlap.keeps_queue`: paused, or overlap skip), its queued runs are
+        cancelled in the same transaction. Raises TaskNotFound, VersionConflict,
         DuplicateTaskName.
         """
         ...
@@ -147,7 +159,8 @@ class TaskStore(Protocol):
     async def delete_task(
         self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
     ) -> None:
-        """Delete the task and its leases; its runs and history stay readable, the history
+        """Delete the task and its leases, and cancel its queued runs
+        (`domain.overlap.CANCELLED_BY_DELETE`); its runs and history stay readable, the history
         ending with the deletion (`domain.history.deleted`, at `at`, else the store's
         clock). Raises TaskNotFound."""
         ...
@@ -188,9 +201,14 @@ class TaskStore(Protocol):
 
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
         """Atomically claim up to `limit` tasks with `enabled and next_run_at <= now`,
-        earliest first: apply `domain.claims.claim()` to each, take a lease (or record
-        SKIPPED at `max_running_instances`), advance `next_fire_at`/`next_run_at`, record
-        the runs, commit. Two callers never receive the same occurrence.
+        earliest first: apply `domain.claims.claim()` to each, then, under the task's
+        lease lock, `domain.overlap.plan()`: start the oldest queued runs the free slots
+        allow, and record each occurrence to call as the plan placed it (RUNNING with a
+        lease, QUEUED, SKIPPED; a replaced run in flight gets a cancel request with
+        `domain.overlap.replaced_by`, a replaced queued run is CANCELLED). Advance
+        `next_fire_at`/`next_run_at`, record the runs, commit. Returns the runs made and
+        the queued runs started (RUNNING, owned by `replica`). Two callers never receive
+        the same occurrence, nor start the same queued run.
         """
         ...
 
@@ -218,6 +236,20 @@ class TaskStore(Protocol):
         (a run no longer RUNNING unchanged; an id given twice is recorded once, then
         returned as recorded); unknown ids are left out. Raises ValueError, before
         writing anything, when an outcome is RUNNING."""
+        ...
+
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
+        """`finish_runs`, and in the same transaction, for each task whose slot the batch
+        freed, start its oldest queued runs in the slots now free (`domain.overlap`),
+        owned by `replica` (the caller calls them). Queued runs of a task the batch
+        paused are cancelled instead."""
+        ...
+
+    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
+        """`expire_lost_runs`, and in the same transaction start queued runs in the slots
+        the lost runs freed, as `finish_runs_starting` does."""
         ...
 
     async def next_due_at(self) -> datetime | None:
@@ -248,8 +280,14 @@ class TaskStore(Protocol):
         ...
 
     async def request_cancel(self, run_id: UUID) -> Run:
-        """Mark a RUNNING run's lease as cancel-requested and notify the engines.
-        Raises RunNotFound, RunNotRunning."""
+        """Mark a RUNNING run's lease as cancel-requested and notify the engines; a
+        QUEUED run is CANCELLED at once (uncalled) and returned so. Raises RunNotFound,
+        RunNotRunning (for a finished run)."""
+        ...
+
+    async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:
+        """Which of `run_ids` have a cancel request on their lease, each with the error
+        it asks the run to end with (None: `domain.overlap.CANCELLED_BY_REQUEST`)."""
         ...
 
     async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:

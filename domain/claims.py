@@ -309,9 +309,11 @@ def new_run(
     *,
     manual: bool = False,
 ) -> Run:
-    """A run claimed at `now`: RUNNING with a lease, or already finished when not called."""
+    """A run claimed at `now`: RUNNING with a lease, QUEUED (no lease, not started yet),
+    or already finished when not called."""
     claimed_at = truncate(now)
     running = status is RunStatus.RUNNING
+    waiting = status is RunStatus.QUEUED
     return Run(
         id=uuid4(),
         task_id=task.id,
@@ -319,7 +321,7 @@ def new_run(
         coalesced=coalesced,
         claimed_at=claimed_at,
         started_at=claimed_at if running else None,
-        finished_at=None if running else claimed_at,
+        finished_at=None if running or waiting else claimed_at,
         lease_expires_at=claimed_at + lease_duration(task.target) if running else None,
         status=status,
         manual=manual,

@@ -22,10 +22,11 @@ class RunStatus(StrEnum):
     MISSED = "missed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    QUEUED = "queued"  # claimed, waiting for a slot, not called yet (docs/policies.md)
 
     @property
     def finished(self) -> bool:
-        return self is not RunStatus.RUNNING
+        return self is not RunStatus.RUNNING and self is not RunStatus.QUEUED
 
 
 REPLICA_LOST = "replica lost"

@@ -217,15 +217,6 @@ class TaskSpec(_Model):
             raise ValueError(f"{where} {NUL_MESSAGE}")
         return data
 
-    @field_validator("overlap")
-    @classmethod
-    def _implemented_overlap(cls, value: str) -> str:
-        # The queued run status the other policies wait in is not built yet; a policy
-        # that would be stored and then behave as "skip" is refused instead.
-        if value != "skip":
-            raise ValueError(f"{value!r} is not available yet in this version; only 'skip' is")
-        return value
-
     @model_validator(mode="after")
     def _unique_tags(self) -> TaskSpec:
         if len(set(self.tags)) != len(self.tags):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
+from adapters.memory.slots import Lease, Occurrence, SlotBook
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
-from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
+from application.ports import Freed, RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import (
     DuplicateTaskName,
@@ -27,18 +27,17 @@ from domain.errors import (
 from domain.history import TaskVersion, auto_paused, changed, created, deleted
 from domain.instants import truncate
 from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished
+from domain.overlap import (
+    CANCELLED_BY_DELETE,
+    CANCELLED_BY_REQUEST,
+    dropped_queue_error,
+    keeps_queue,
+)
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task, TaskSpec
 
 _WRITABLE = tuple(TaskSpec.model_fields)
 _SCHEDULE = ("next_fire_at", "next_run_at", "consecutive_failures")
-
-
-@dataclass(slots=True)
-class _Lease:
-    task_id: UUID
-    expires_at: datetime
-    cancel_requested: bool = False
 
 
 class InMemoryTaskStore:
@@ -50,8 +49,9 @@ class InMemoryTaskStore:
         self._tasks: dict[UUID, Task] = {}
         self._names: dict[str, UUID] = {}
         self._runs: dict[UUID, Run] = {}
-        self._leases: dict[UUID, _Lease] = {}  # by run id
+        self._leases: dict[UUID, Lease] = {}  # by run id
         self._history: dict[UUID, list[TaskVersion]] = {}  # by task id, oldest first
+        self._slots = SlotBook(self._runs, self._leases)
 
     def new_waker(self) -> InMemoryWaker:
         """A waker that every mutation of this store wakes."""
@@ -125,6 +125,8 @@ class InMemoryTaskStore:
         self._names[updated.name] = updated.id
         self._tasks[updated.id] = updated
         self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
+        if not keeps_queue(updated):
+            self._slots.cancel_queue(updated.id, updated.updated_at, dropped_queue_error(updated))
         return updated
 
     async def delete_task(
@@ -140,6 +142,7 @@ class InMemoryTaskStore:
         self._history.setdefault(task_id, []).append(deleted(task, when, actor))
         del self._tasks[task_id]
         del self._names[task.name]
+        self._slots.cancel_queue(task_id, when, CANCELLED_BY_DELETE)
         for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
             del self._leases[run_id]
 
@@ -235,26 +238,18 @@ class InMemoryTaskStore:
                         update=claimed_task_fields(task, None, None)
                     )
                     continue
-                for earlier in decision.earlier:
-                    # catch_up "all": each earlier occurrence a run of its own, first.
-                    status = resolve_status(
-                        earlier.status,
-                        self._active_leases(task.id, now),
-                        task.max_running_instances,
-                    )
-                    run = self._record_run(
-                        task, now, replica, status, earlier.scheduled_for, earlier.coalesced
-                    )
-                    claimed.append(ClaimedRun(task=_copy(task), run=run))
-                status = resolve_status(
-                    decision.status, self._active_leases(task.id, now), task.max_running_instances
-                )
-                run = self._record_run(
-                    task, now, replica, status, decision.scheduled_for, decision.coalesced
-                )
-                update = claimed_task_fields(task, decision, run)
+                # catch_up "all": each earlier occurrence a run of its own, first.
+                occurrences = [
+                    *(Occurrence(e.status, e.scheduled_for, e.coalesced) for e in decision.earlier),
+                    Occurrence(decision.status, decision.scheduled_for, decision.coalesced),
+                ]
+                runs = self._slots.claim(_copy(task), now, replica, occurrences)
+                update = claimed_task_fields(task, decision, runs[-1].run)
                 self._tasks[task.id] = task.model_copy(update=update)
-                claimed.append(ClaimedRun(task=_copy(task), run=run))
+                claimed += runs
+            replaced, self._slots.asked_to_stop = self._slots.asked_to_stop, False
+        if replaced:  # the engines running the replaced runs stop them
+            self.notifier.notify()
         return claimed
 
     async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
@@ -273,6 +268,16 @@ class InMemoryTaskStore:
         return runs[0]
 
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        return (await self._finish_runs(outcomes, None)).runs
+
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
+        return await self._finish_runs(outcomes, (now, replica))
+
+    async def _finish_runs(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], starting: tuple[datetime, str] | None
+    ) -> Freed:
         for _, outcome in outcomes:
             check_outcome(outcome)
         recorded: list[Run] = []
@@ -297,9 +302,20 @@ class InMemoryTaskStore:
                 self._tasks[task_id] = task = task.model_copy(update=count.task_fields())
                 if count.paused:
                     self._history.setdefault(task_id, []).append(auto_paused(task))
+            started = self._refill({run.task_id for run in ended}, starting)
         if any(count.paused for count in counted.values()):
             self.notifier.notify()
-        return recorded
+        return Freed(recorded, started)
+
+    def _refill(
+        self, task_ids: Collection[UUID], starting: tuple[datetime, str] | None
+    ) -> list[ClaimedRun]:
+        """Start queued runs in the slots freed on these tasks, when a replica will call
+        them (`starting`: when, and on which)."""
+        if starting is None:
+            return []
+        tasks = [_copy(task) for t in task_ids if (task := self._tasks.get(t)) is not None]
+        return self._slots.refill(tasks, *starting)
 
     async def get_run(self, run_id: UUID) -> Run:
         return self._run(run_id)
@@ -356,6 +372,8 @@ class InMemoryTaskStore:
     async def request_cancel(self, run_id: UUID) -> Run:
         async with self._lock:
             run = self._run(run_id)
+            if run.status is RunStatus.QUEUED:
+                return self._slots.cancel_queued(run_id, datetime.now(UTC), CANCELLED_BY_REQUEST)
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
             lease = self._leases.get(run_id)
@@ -372,7 +390,23 @@ class InMemoryTaskStore:
             if (lease := leases.get(run_id)) is not None and lease.cancel_requested
         }
 
+    async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:
+        leases = self._leases
+        return {
+            run_id: lease.cancel_reason
+            for run_id in run_ids
+            if (lease := leases.get(run_id)) is not None and lease.cancel_requested
+        }
+
     async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        return (await self._expire_lost_runs(now, None)).runs
+
+    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
+        return await self._expire_lost_runs(now, (now, replica))
+
+    async def _expire_lost_runs(
+        self, now: datetime, starting: tuple[datetime, str] | None
+    ) -> Freed:
         lost: list[Run] = []
         async with self._lock:
             for run in list(self._runs.values()):
@@ -388,7 +422,8 @@ class InMemoryTaskStore:
                     self._runs[run.id] = failed
                     self._leases.pop(run.id, None)
                     lost.append(failed)
-        return lost
+            started = self._refill({run.task_id for run in lost}, starting)
+        return Freed(lost, started)
 
     async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
         async with self._lock:
@@ -436,10 +471,7 @@ class InMemoryTaskStore:
         manual: bool = False,
     ) -> Run:
         run = new_run(task, now, replica, status, scheduled_for, coalesced, manual=manual)
-        self._runs[run.id] = run
-        if run.lease_expires_at is not None:
-            self._leases[run.id] = _Lease(task.id, run.lease_expires_at)
-        return run
+        return self._slots.record(run)
 
     def _finish(self, run: Run, outcome: RunOutcome) -> Run:
         ended = finished(run, outcome)

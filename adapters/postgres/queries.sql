@@ -411,8 +411,96 @@ SELECT {run_columns} FROM lost;
 DELETE FROM {schema}.runs
 WHERE id = ANY(ARRAY(
     SELECT id FROM {schema}.runs
-    WHERE status <> 'running' AND scheduled_for < %(cutoff)s
+    WHERE status <> 'running' AND status <> 'queued' AND scheduled_for < %(cutoff)s
     ORDER BY scheduled_for
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
 ));
+
+
+-- Overlap (domain.overlap): queued runs, replaced runs, slots freed. Every decision is
+-- the domain's; these statements read a task's slots under its lease lock and write
+-- what the plan decided. A queue is read through runs_queued_idx, from its head.
+
+-- task_slots --
+-- The slots of tasks that may queue, read after lock_leases took their lease locks:
+-- runs in flight, those of them nobody asked to stop yet (oldest started first), the
+-- queued runs counted up to `bound` (domain.overlap.queue_count_bound) and the ids of
+-- the `heads` oldest of them.
+SELECT t.id,
+    (SELECT count(*) FROM {schema}.run_leases AS l
+     WHERE l.task_id = t.id AND l.expires_at > %(now)s) AS in_flight,
+    ARRAY(
+        SELECT l.run_id
+        FROM {schema}.run_leases AS l JOIN {schema}.runs AS r ON r.id = l.run_id
+        WHERE l.task_id = t.id AND l.expires_at > %(now)s AND NOT l.cancel_requested
+        ORDER BY coalesce(r.started_at, r.claimed_at), r.id
+    ) AS stoppable,
+    (SELECT count(*) FROM (
+        SELECT 1 FROM {schema}.runs AS q
+        WHERE q.task_id = t.id AND q.status = 'queued'
+        LIMIT t.bound
+    ) AS b) AS queued,
+    ARRAY(
+        SELECT q.id FROM {schema}.runs AS q
+        WHERE q.task_id = t.id AND q.status = 'queued'
+        ORDER BY q.scheduled_for, q.id
+        LIMIT t.heads
+    ) AS heads
+FROM unnest(%(task_ids)b::uuid[], %(bound)b::integer[], %(heads)b::integer[])
+    AS t (id, bound, heads);
+
+-- queued_tasks_of_runs --
+-- The tasks of these runs that have a queued run (an index probe per task).
+SELECT {task_columns} FROM {schema}.tasks
+WHERE id IN (SELECT r.task_id FROM {schema}.runs AS r WHERE r.id = ANY(%(run_ids)b::uuid[]))
+  AND EXISTS (
+      SELECT 1 FROM {schema}.runs AS q
+      WHERE q.task_id = tasks.id AND q.status = 'queued'
+  );
+
+-- start_queued --
+-- Start queued runs as domain.overlap.start_fields decided, with their leases. A run no
+-- longer queued (cancelled meanwhile) is left as it is.
+WITH start AS (
+    SELECT * FROM unnest(
+        %(run_ids)b::uuid[], %(started_at)b::timestamptz[],
+        %(lease_expires_at)b::timestamptz[], %(replica)b::text[]
+    ) AS s (run_id, new_started_at, new_lease_expires_at, new_replica)
+), started AS (
+    UPDATE {schema}.runs AS r SET
+        status = 'running',
+        started_at = s.new_started_at,
+        lease_expires_at = s.new_lease_expires_at,
+        replica = s.new_replica
+    FROM start AS s
+    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = s.run_id AND r.status = 'queued'
+    RETURNING {run_columns}
+), leased AS (
+    INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
+    SELECT id, task_id, lease_expires_at, replica FROM started
+)
+SELECT {run_columns} FROM started;
+
+-- cancel_queued_runs --
+-- Cancel these queued runs uncalled, each with its error.
+UPDATE {schema}.runs AS r SET status = 'cancelled', finished_at = %(now)s, error = c.new_error
+FROM unnest(%(run_ids)b::uuid[], %(errors)b::text[]) AS c (run_id, new_error)
+WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = c.run_id AND r.status = 'queued'
+RETURNING {run_columns};
+
+-- cancel_task_queues --
+-- Cancel every queued run of these tasks (paused, deleted, no longer queueing).
+UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
+WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued';
+
+-- ask_to_stop --
+-- Ask the replicas running these runs to stop them, each with the error to end with.
+UPDATE {schema}.run_leases AS l SET cancel_requested = true, cancel_reason = c.reason
+FROM unnest(%(run_ids)b::uuid[], %(reasons)b::text[]) AS c (run_id, reason)
+WHERE l.run_id = ANY(%(run_ids)b::uuid[]) AND l.run_id = c.run_id;
+
+-- cancel_reasons --
+-- Which of these runs have a cancel request on their lease, and the error it asks for.
+SELECT run_id, cancel_reason FROM {schema}.run_leases
+WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested;

@@ -16,12 +16,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
@@ -33,8 +33,16 @@ from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
 from adapters.postgres.rows import task_params, to_run, to_task, to_version, version_params
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
-from application.ports import RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
-from domain.claims import claim, claimed_task_fields, new_run, resolve_status
+from adapters.postgres.slots import (
+    SlotRead,
+    SlotWrites,
+    lock_leases,
+    place_claim,
+    read_slots,
+    refill,
+)
+from application.ports import Freed, RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
+from domain.claims import ClaimDecision, claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -46,6 +54,14 @@ from domain.errors import (
 from domain.history import TaskVersion
 from domain.history import created as first_version
 from domain.instants import truncate
+from domain.overlap import (
+    CANCELLED_BY_DELETE,
+    CANCELLED_BY_REQUEST,
+    Slots,
+    cancelled_fields,
+    dropped_queue_error,
+    keeps_queue,
+)
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 
@@ -194,6 +210,10 @@ class PostgresTaskStore:
                     if found is None:
                         raise TaskNotFound(task.id)
                     raise VersionConflict(task.id, expected_version, found["version"])
+                if not keeps_queue(task):
+                    await self._drop_queues(
+                        conn, [task.id], dropped_queue_error(task), task.updated_at
+                    )
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
             raise _unique_violation(exc, task) from exc
@@ -203,6 +223,7 @@ class PostgresTaskStore:
         self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
     ) -> None:
         async with self._transaction() as conn:
+            await self._drop_queues(conn, [task_id], CANCELLED_BY_DELETE, at)
             params = {"id": task_id, "at": at, "actor": actor}
             cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
@@ -224,6 +245,7 @@ class PostgresTaskStore:
             async with self._transaction() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
+                    await self._drop_queues(conn, list(deleted), CANCELLED_BY_DELETE, at)
                     gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
                     for task_id in deleted:
@@ -245,6 +267,10 @@ class PostgresTaskStore:
                         if await cur.fetchone() is None:
                             raise VersionConflict(update.task.id, update.expected_version)
                         cur.nextset()
+                    for update in updated:
+                        if not keeps_queue(update.task):
+                            error = dropped_queue_error(update.task)
+                            await self._drop_queues(conn, [update.task.id], error, at)
                 if created:
                     await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
                     versions = [version_params(first_version(t, actor)) for t in created]
@@ -280,6 +306,7 @@ class PostgresTaskStore:
     async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
         claimed: list[ClaimedRun] = []
         batch = ClaimBatch()
+        writes = SlotWrites()
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
@@ -288,32 +315,59 @@ class PostgresTaskStore:
                 task = _valid_task(row)
                 if task is not None:
                     decided.append((task, claim(task, now)))
-            wanted = [t.id for t, d in decided if d and d.status is RunStatus.RUNNING]
-            leases = await self._lease_counts(conn, wanted, now)
+            reads = await self._claim_slots(conn, decided, now)
             for task, decision in decided:
                 if decision is None:
                     # next_run_at disagrees with next_fire_at (a hand edit?): mended.
                     batch.add(task.id, claimed_task_fields(task, None, None))
                     continue
-                active = leases.get(task.id, 0)
-                for earlier in decision.earlier:
-                    # catch_up "all": each earlier occurrence a run of its own, first.
-                    status = resolve_status(earlier.status, active, task.max_running_instances)
-                    run = new_run(
-                        task, now, replica, status, earlier.scheduled_for, earlier.coalesced
-                    )
-                    active += status is RunStatus.RUNNING
+                # catch_up "all": each earlier occurrence a run of its own, first.
+                occurrences = [
+                    *((e.status, e.scheduled_for, e.coalesced) for e in decision.earlier),
+                    (decision.status, decision.scheduled_for, decision.coalesced),
+                ]
+                read = reads.get(task.id) or SlotRead(Slots(task.max_running_instances, 0), [], [])
+                runs = place_claim(task, occurrences, read, now, replica, writes)
+                for run in runs[:-1]:
                     batch.add_run(run)
-                    claimed.append(ClaimedRun(task=task, run=run))
-                status = resolve_status(decision.status, active, task.max_running_instances)
-                run = new_run(
-                    task, now, replica, status, decision.scheduled_for, decision.coalesced
-                )
-                batch.add(task.id, claimed_task_fields(task, decision, run), run)
-                claimed.append(ClaimedRun(task=task, run=run))
+                batch.add(task.id, claimed_task_fields(task, decision, runs[-1]), runs[-1])
+                claimed += [ClaimedRun(task=task, run=run) for run in runs]
+            started = await writes.write(conn, self._q, now)
             if batch:
                 await conn.execute(self._q["record_claims"], batch.params())
-        return claimed
+            if writes.stop:
+                await self._notify(conn, self.cancel_channel, "replace")
+        return await writes.started(started) + claimed
+
+    async def _claim_slots(
+        self,
+        conn: AsyncConnection[Any],
+        decided: list[tuple[Task, ClaimDecision | None]],
+        now: datetime,
+    ) -> dict[UUID, SlotRead]:
+        """The slots of the claimed tasks, under their lease locks: for a task on
+        `overlap: "skip"` only its leases are counted (as before there were queues); one
+        that may queue has its whole `task_slots` read."""
+        calling = []
+        queueing = []
+        for task, decision in decided:
+            if decision is None:
+                continue
+            statuses = [e.status for e in decision.earlier] + [decision.status]
+            if task.overlap != "skip":
+                queueing.append((task, task.max_running_instances + len(statuses)))
+            elif RunStatus.RUNNING in statuses:
+                calling.append(task.id)
+        if not calling and not queueing:
+            return {}
+        await lock_leases(conn, self._q, self.schema, [*calling, *(t.id for t, _ in queueing)])
+        reads = await read_slots(conn, self._q, queueing, now)
+        if calling:
+            cur = await conn.execute(self._q["count_leases"], {"task_ids": calling, "now": now})
+            limits = {task.id: task.max_running_instances for task, _ in decided}
+            for task_id, count in await cur.fetchall():
+                reads[task_id] = SlotRead(Slots(limits[task_id], count), [], [])
+        return reads
 
     async def _lease_counts(
         self, conn: AsyncConnection[Any], task_ids: list[UUID], now: datetime
@@ -353,13 +407,25 @@ class PostgresTaskStore:
         return runs[0]
 
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        return (await self._finish_runs(outcomes, None)).runs
+
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
+        return await self._finish_runs(outcomes, (now, replica))
+
+    async def _finish_runs(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], starting: tuple[datetime, str] | None
+    ) -> Freed:
         """Two round trips, whatever the size of the batch: (BEGIN, lock the tasks
         whose count may change, finish the runs), (count on the tasks, read the runs
-        that were not running, COMMIT)."""
+        that were not running, COMMIT); one more when a task of the batch has queued
+        runs to start (`_refill`)."""
         batch = OutcomeBatch.of(outcomes)
         if not batch:
-            return []
+            return Freed([], [])
         params = batch.params()
+        paused: list[UUID] = []
         async with self._transaction() as conn:
             # Tasks first, then runs and leases: the order a task's deletion takes.
             locking = conn.cursor(row_factory=dict_row)
@@ -369,6 +435,7 @@ class PostgresTaskStore:
             )
             finishing = conn.cursor(row_factory=dict_row)
             await finishing.execute(self._q["finish_runs"], params, binary=True)
+            queueing = await self._queued_tasks(conn, params["run_ids"], starting)
             locked = await locking.fetchall()
             runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
             if locked:
@@ -376,13 +443,49 @@ class PostgresTaskStore:
                 if counted is not None:
                     counted["channel"] = self.tasks_channel
                     await conn.execute(self._q["count_outcomes"], counted)
+                    paused = [
+                        t for t, p in zip(counted["task_ids"], counted["paused"], strict=True) if p
+                    ]
             missing = [run_id for run_id in batch.outcomes if run_id not in runs]
             if missing:
                 unchanged = conn.cursor(row_factory=dict_row)
                 await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
+            writes, started = await self._refill(conn, queueing, starting, paused)
         if missing:  # read in the transaction, fetched after its COMMIT
             runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
-        return [runs[run_id] for run_id, _ in outcomes if run_id in runs]
+        ordered = [runs[run_id] for run_id, _ in outcomes if run_id in runs]
+        return Freed(ordered, await writes.started(started))
+
+    async def _queued_tasks(
+        self,
+        conn: AsyncConnection[Any],
+        run_ids: list[UUID],
+        starting: tuple[datetime, str] | None,
+    ) -> AsyncCursor[Row] | None:
+        """Send the read of the tasks of `run_ids` that have queued runs (read it with
+        `_refill`), when queued runs are to be started."""
+        if starting is None or not run_ids:
+            return None
+        cur = conn.cursor(row_factory=dict_row)
+        await cur.execute(self._q["queued_tasks_of_runs"], {"run_ids": run_ids}, binary=True)
+        return cur
+
+    async def _refill(
+        self,
+        conn: AsyncConnection[Any],
+        queueing: AsyncCursor[Row] | None,
+        starting: tuple[datetime, str] | None,
+        paused: list[UUID],
+    ) -> tuple[SlotWrites, AsyncCursor[Row] | None]:
+        """Start queued runs in the slots this transaction freed (`domain.overlap`)."""
+        if queueing is None or starting is None:
+            return SlotWrites(), None
+        tasks = [task for row in await queueing.fetchall() if (task := _valid_task(row))]
+        if not tasks:
+            return SlotWrites(), None
+        now, replica = starting
+        writes = await refill(conn, self._q, self.schema, tasks, now, replica, paused)
+        return writes, await writes.write(conn, self._q, now)
 
     async def get_run(self, run_id: UUID) -> Run:
         row = await self._one("get_run", {"id": run_id})
@@ -436,11 +539,36 @@ class PostgresTaskStore:
             if row is None:
                 raise RunNotFound(run_id)
             run = to_run(row)
+            if run.status is RunStatus.QUEUED:
+                return await self._cancel_queued(conn, run)
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
             await conn.execute(self._q["request_cancel"], {"id": run_id})
             await self._notify(conn, self.cancel_channel, run_id)
         return run
+
+    async def _cancel_queued(self, conn: AsyncConnection[Any], run: Run) -> Run:
+        """Cancel a queued run (locked by the caller) uncalled, at the database's clock."""
+        now = truncate(datetime.now(UTC))
+        params = {"run_ids": [run.id], "errors": [CANCELLED_BY_REQUEST], "now": now}
+        await conn.execute(self._q["cancel_queued_runs"], params)
+        return run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
+
+    async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:
+        if not run_ids:
+            return {}
+        rows = await self._all("cancel_reasons", {"ids": list(run_ids)})
+        return {row["run_id"]: row["cancel_reason"] for row in rows}
+
+    async def _drop_queues(
+        self, conn: AsyncConnection[Any], task_ids: list[UUID], error: str, at: datetime | None
+    ) -> None:
+        """Cancel every queued run of these tasks (`domain.overlap`: paused, deleted, no
+        longer queueing), in the caller's transaction, before it touches the tasks."""
+        if task_ids:
+            now = truncate(at or datetime.now(UTC))
+            params = {"task_ids": task_ids, "now": now, "error": error}
+            await conn.execute(self._q["cancel_task_queues"], params)
 
     async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:
         if not run_ids:
@@ -449,14 +577,24 @@ class PostgresTaskStore:
         return {row["run_id"] for row in rows}
 
     async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        return (await self._expire_lost_runs(now, None)).runs
+
+    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
+        return await self._expire_lost_runs(now, (now, replica))
+
+    async def _expire_lost_runs(
+        self, now: datetime, starting: tuple[datetime, str] | None
+    ) -> Freed:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(
                 self._q["expire_lost_runs"],
                 {"now": now, "finished_at": truncate(now), "error": REPLICA_LOST},
             )
-            rows = await cur.fetchall()
-        return [to_run(row) for row in rows]
+            lost = [to_run(row) for row in await cur.fetchall()]
+            queueing = await self._queued_tasks(conn, [run.id for run in lost], starting)
+            writes, started = await self._refill(conn, queueing, starting, [])
+        return Freed(lost, await writes.started(started))
 
     async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
         async with self._transaction() as conn:

@@ -17,6 +17,7 @@ from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
+from application.ports import Freed
 from domain.claims import scheduled
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
@@ -55,7 +56,8 @@ class FlakyStore:
         async def call(*args: Any, **kwargs: Any) -> Any:
             if self.down:
                 raise StoreUnavailable()
-            if name in ("finish_run", "finish_runs") and self.failing_finishes > 0:
+            finishing = ("finish_run", "finish_runs", "finish_runs_starting")
+            if name in finishing and self.failing_finishes > 0:
                 self.failing_finishes -= 1
                 raise StoreUnavailable()
             return await method(*args, **kwargs)
@@ -190,12 +192,14 @@ class CountingStore(FlakyStore):
         super().__init__(store)
         self.batches: list[int] = []
 
-    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
         if self.down or self.failing_finishes > 0:
             self.failing_finishes -= 1
             raise StoreUnavailable()
         self.batches.append(len(outcomes))
-        return await self.inner.finish_runs(outcomes)
+        return await self.inner.finish_runs_starting(outcomes, now, replica)
 
 
 async def test_outcomes_are_recorded_in_batches(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -9,7 +11,7 @@ from litestar.testing import AsyncTestClient
 
 from tests.entrypoints.helpers import cron_task
 from tests.entrypoints.test_api_errors import assert_problem, fields, task_count
-from tests.fixtures.target import RecordingTarget
+from tests.fixtures.target import RecordingTarget, Response
 
 Client = AsyncTestClient[Any]
 
@@ -70,3 +72,42 @@ async def test_explain_of_an_unknown_task_or_a_bad_instant_is_a_problem(
     for at in ("0001-01-01T00:00:00%2B13:12", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"):
         problem = assert_problem(await client.get(f"/tasks/nightly-report/explain?at={at}"), 422)
         assert fields(problem) == ["at"], at
+
+
+async def test_a_queued_run_is_listed_by_status_and_cancelled_uncalled(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # Every second, and each call takes longer than that: the next occurrence waits.
+    recording_target.respond("/slow", Response(delay=30))
+    body = {
+        **cron_task(recording_target.url("/slow"), overlap="buffer_one"),
+        "trigger": {"kind": "interval", "every": 1},
+        "target": {"url": recording_target.url("/slow"), "timeout_seconds": 60},
+    }
+    created = await client.post("/tasks", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["overlap"] == "buffer_one"
+
+    deadline = time.monotonic() + 15
+    while True:
+        listed = (await client.get("/runs", params={"status": "queued"})).json()["items"]
+        if listed or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    [queued] = listed
+    assert (queued["status"], queued["started_at"], queued["lease_expires_at"]) == (
+        "queued",
+        None,
+        None,
+    )
+    response = await client.post(f"/runs/{queued['id']}/cancel")
+    assert response.status_code == 202, response.text
+    assert (response.json()["status"], response.json()["error"]) == (
+        "cancelled",
+        "cancelled through the API",
+    )
+    # Paused: nothing waits any longer, and the run cancelled was never called.
+    await client.patch("/tasks/nightly-report", json={"enabled": False})
+    assert (await client.get("/runs", params={"status": "queued"})).json()["items"] == []
+    called = {r.header("X-Scheduler-Run-Id") for r in recording_target.received("/slow")}
+    assert queued["id"] not in called

@@ -28,6 +28,7 @@ _BAR_SHAPE = {
     RunStatus.MISSED: (14, 6),
     RunStatus.SKIPPED: (14, 6),
     RunStatus.CANCELLED: (14, 6),
+    RunStatus.QUEUED: (10, 2),
 }
 
 

@@ -1,0 +1,210 @@
+"""Carrying out `domain.overlap` slot plans in PostgreSQL: reading a task's slots under
+its lease lock, and gathering what the plans decided (queued runs started, runs asked
+to stop, queued runs cancelled) into the arrays of one statement each.
+
+The decisions are the domain's (`plan`, `start_fields`, `replaced_by`, `keeps_queue`);
+this module only reads and writes. Statements go out in the caller's pipelined
+transaction; the runs it started are read once the transaction committed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.rows import dict_row
+
+from adapters.postgres.claiming import lease_lock_key
+from adapters.postgres.rows import to_run
+from domain.claims import new_run
+from domain.overlap import (
+    Placement,
+    Slots,
+    cancelled_fields,
+    dropped_queue_error,
+    keeps_queue,
+    plan,
+    queue_count_bound,
+    replaced_by,
+)
+from domain.overlap import start_fields as domain_start_fields
+from domain.runs import ClaimedRun, Run, RunStatus
+from domain.tasks import Task
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SlotRead:
+    """A task's slots as `task_slots` read them: the counts, and the ids the plan may
+    touch (runs in flight nobody asked to stop, oldest first; the queue's head)."""
+
+    slots: Slots
+    stoppable: list[UUID]
+    heads: list[UUID]
+
+
+async def lock_leases(
+    conn: AsyncConnection[Any], q: dict[str, bytes], schema: str, ids: Iterable[UUID]
+) -> None:
+    """Take the lease locks of these tasks, sorted (so no two callers wait in a cycle)."""
+    keys = sorted({lease_lock_key(schema, task_id) for task_id in ids})
+    if keys:
+        await conn.execute(q["lock_leases"], {"keys": keys})
+
+
+async def read_slots(
+    conn: AsyncConnection[Any],
+    q: dict[str, bytes],
+    tasks: Sequence[tuple[Task, int]],
+    now: datetime,
+) -> dict[UUID, SlotRead]:
+    """The slots of `tasks` (each with how many queue heads its plan may need), read in a
+    statement of its own once their lease locks are held."""
+    if not tasks:
+        return {}
+    params = {
+        "task_ids": [task.id for task, _ in tasks],
+        "bound": [queue_count_bound(task) for task, _ in tasks],
+        "heads": [heads for _, heads in tasks],
+        "now": now,
+    }
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(q["task_slots"], params, binary=True)
+    limits = {task.id: task.max_running_instances for task, _ in tasks}
+    return {row["id"]: _slot_read(row, limits[row["id"]]) for row in await cur.fetchall()}
+
+
+def _slot_read(row: Row, limit: int) -> SlotRead:
+    slots = Slots(
+        limit=limit,
+        in_flight=row["in_flight"],
+        queued=row["queued"],
+        replaceable=len(row["stoppable"]),
+    )
+    return SlotRead(slots, list(row["stoppable"]), list(row["heads"]))
+
+
+@dataclass(slots=True)
+class SlotWrites:
+    """What slot plans decided to write, gathered for one statement each."""
+
+    tasks: dict[UUID, Task] = field(default_factory=dict)  # of the runs started
+    start: dict[UUID, dict[str, Any]] = field(default_factory=dict)  # run id -> start_fields
+    cancel: dict[UUID, str] = field(default_factory=dict)  # queued run id -> error
+    stop: dict[UUID, str] = field(default_factory=dict)  # run in flight -> reason
+    drop: dict[str, list[UUID]] = field(default_factory=dict)  # error -> tasks
+
+    def start_runs(self, task: Task, run_ids: Iterable[UUID], now: datetime, replica: str) -> None:
+        for run_id in run_ids:
+            self.tasks[run_id] = task
+            self.start[run_id] = domain_start_fields(task, now, replica)
+
+    def drop_queue(self, task: Task, error: str) -> None:
+        self.drop.setdefault(error, []).append(task.id)
+
+    async def write(
+        self, conn: AsyncConnection[Any], q: dict[str, bytes], now: datetime
+    ) -> AsyncCursor[Row] | None:
+        """Send every write; the cursor whose rows are the runs started (read them after
+        COMMIT with `started`), None when none start."""
+        for error, task_ids in self.drop.items():
+            params = {"task_ids": task_ids, "now": now, "error": error}
+            await conn.execute(q["cancel_task_queues"], params)
+        if self.cancel:
+            params = {"run_ids": list(self.cancel), "errors": list(self.cancel.values())}
+            await conn.execute(q["cancel_queued_runs"], params | {"now": now})
+        cur = None
+        if self.start:
+            fields = list(self.start.values())
+            cur = conn.cursor(row_factory=dict_row)
+            params = {"run_ids": list(self.start)}
+            for name in ("started_at", "lease_expires_at", "replica"):
+                params[name] = [f[name] for f in fields]
+            await cur.execute(q["start_queued"], params, binary=True)
+        if self.stop:
+            params = {"run_ids": list(self.stop), "reasons": list(self.stop.values())}
+            await conn.execute(q["ask_to_stop"], params)
+        return cur
+
+    async def started(self, cur: AsyncCursor[Row] | None) -> list[ClaimedRun]:
+        if cur is None:
+            return []
+        runs = [to_run(row) for row in await cur.fetchall()]
+        return [ClaimedRun(task=self.tasks[run.id], run=run) for run in runs]
+
+
+async def refill(
+    conn: AsyncConnection[Any],
+    q: dict[str, bytes],
+    schema: str,
+    tasks: Sequence[Task],
+    now: datetime,
+    replica: str,
+    paused: Iterable[UUID] = (),
+) -> SlotWrites:
+    """Plan the start of queued runs in the slots freed on `tasks` (each has a queue):
+    lock, read, decide. A task that may no longer keep a queue, or that this very
+    transaction paused (`paused`), has it cancelled instead. The caller sends the
+    writes (`SlotWrites.write`)."""
+    writes = SlotWrites()
+    stopped = set(paused)
+    keeping = []
+    for task in tasks:
+        if task.id in stopped or not keeps_queue(task):
+            gone = task.model_copy(update={"enabled": False}) if task.id in stopped else task
+            writes.drop_queue(task, dropped_queue_error(gone))
+        else:
+            keeping.append(task)
+    await lock_leases(conn, q, schema, (task.id for task in keeping))
+    read = await read_slots(conn, q, [(t, t.max_running_instances) for t in keeping], now)
+    for task in keeping:
+        slot = read[task.id]
+        count = plan(task.overlap, slot.slots, []).start_queued
+        writes.start_runs(task, slot.heads[:count], now, replica)
+    return writes
+
+
+def place_claim(
+    task: Task,
+    occurrences: Sequence[tuple[RunStatus, datetime, int]],
+    read: SlotRead,
+    now: datetime,
+    replica: str,
+    writes: SlotWrites,
+) -> list[Run]:
+    """Carry out the slot plan of one claim of `task`: the queued runs it starts go to
+    `writes`, and the runs of `occurrences` (status, scheduled_for, coalesced, oldest
+    first) are returned as placed, for `record_claims`."""
+    slot_plan = plan(task.overlap, read.slots, [status for status, _, _ in occurrences])
+    started = read.heads[: slot_plan.start_queued]
+    writes.start_runs(task, started, now, replica)
+    stoppable = deque([*read.stoppable, *started])
+    waiting: deque[UUID] = deque(read.heads[slot_plan.start_queued :])
+    runs: dict[UUID, Run] = {}
+    for (status, scheduled_for, coalesced), placement in zip(
+        occurrences, slot_plan.placements, strict=True
+    ):
+        placed = status if placement is None else placement.status
+        run = new_run(task, now, replica, placed, scheduled_for, coalesced)
+        runs[run.id] = run
+        if placement is Placement.REPLACE_RUNNING:
+            writes.stop[stoppable.popleft()] = replaced_by(run.id)
+        elif placement is Placement.REPLACE_QUEUED:
+            victim = waiting.popleft()
+            if victim in runs:  # queued by this very claim
+                runs[victim] = runs[victim].model_copy(
+                    update=cancelled_fields(now, replaced_by(run.id))
+                )
+            else:
+                writes.cancel[victim] = replaced_by(run.id)
+        if placement is Placement.START:
+            stoppable.append(run.id)
+        elif placed is RunStatus.QUEUED:
+            waiting.append(run.id)
+    return list(runs.values())
