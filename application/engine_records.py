@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
-from application.ports import Clock, TaskStore
+from application.ports import Clock, Freed, TaskStore
 from domain.runs import ClaimedRun, Run, RunOutcome, lease_expired
 
 log = logging.getLogger("scheduler.engine")
@@ -39,7 +39,8 @@ class OutcomeRecorder:
 
     The slots a batch frees may start queued runs of their tasks in the same
     transaction (`TaskStore.finish_runs_starting`): those are this engine's to call,
-    handed to `on_started`.
+    handed to `on_started`. Once the engine is stopping, none are started (another
+    replica's finish or the task's next claim starts them).
     """
 
     def __init__(
@@ -126,11 +127,12 @@ class OutcomeRecorder:
         batch = self._owned(batch, "the lease expired before the outcome was recorded")
         while batch:
             try:
-                freed = await self._store.finish_runs_starting(
-                    [(w.run.id, w.outcome) for w in batch],
-                    self._clock.now(),
-                    self._settings.replica,
-                )
+                outcomes = [(w.run.id, w.outcome) for w in batch]
+                if self._urgent:  # stopping: start nothing this engine would not finish
+                    freed = Freed(await self._store.finish_runs(outcomes), [])
+                else:
+                    now, replica = self._clock.now(), self._settings.replica
+                    freed = await self._store.finish_runs_starting(outcomes, now, replica)
             except Exception as exc:
                 self._observer.store_error(exc)
                 batch = self._owned(batch, "outcome not recorded before the lease expired", exc)
