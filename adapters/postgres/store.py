@@ -16,12 +16,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
@@ -31,18 +31,12 @@ from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
+from adapters.postgres.queueing import Queues
 from adapters.postgres.rows import task_params, to_run, to_task, to_version, version_params
 from adapters.postgres.run_listing import reads_per_task, run_listing, tagged_tasks
-from adapters.postgres.slots import (
-    SlotRead,
-    SlotWrites,
-    lock_leases,
-    place_claim,
-    read_slots,
-    refill,
-)
+from adapters.postgres.slots import SlotRead, SlotWrites, place_claim
 from application.ports import Freed, RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
-from domain.claims import ClaimDecision, claim, claimed_task_fields, new_run, resolve_status
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -56,9 +50,7 @@ from domain.history import created as first_version
 from domain.instants import truncate
 from domain.overlap import (
     CANCELLED_BY_DELETE,
-    CANCELLED_BY_REQUEST,
     Slots,
-    cancelled_fields,
     dropped_queue_error,
     keeps_queue,
 )
@@ -83,6 +75,7 @@ class PostgresTaskStore:
         self.schema = schema
         self._q = bind_queries(schema)
         self.tasks_channel, self.cancel_channel = channels(schema)
+        self._queues = Queues(self._q, schema, _valid_task)
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -211,7 +204,7 @@ class PostgresTaskStore:
                         raise TaskNotFound(task.id)
                     raise VersionConflict(task.id, expected_version, found["version"])
                 if not keeps_queue(task):
-                    await self._drop_queues(
+                    await self._queues.drop(
                         conn, [task.id], dropped_queue_error(task), task.updated_at
                     )
                 await self._notify(conn, self.tasks_channel, task.id)
@@ -223,7 +216,7 @@ class PostgresTaskStore:
         self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
     ) -> None:
         async with self._transaction() as conn:
-            await self._drop_queues(conn, [task_id], CANCELLED_BY_DELETE, at)
+            await self._queues.drop(conn, [task_id], CANCELLED_BY_DELETE, at)
             params = {"id": task_id, "at": at, "actor": actor}
             cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
@@ -245,7 +238,7 @@ class PostgresTaskStore:
             async with self._transaction() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
-                    await self._drop_queues(conn, list(deleted), CANCELLED_BY_DELETE, at)
+                    await self._queues.drop(conn, list(deleted), CANCELLED_BY_DELETE, at)
                     gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
                     for task_id in deleted:
@@ -270,7 +263,7 @@ class PostgresTaskStore:
                     for update in updated:
                         if not keeps_queue(update.task):
                             error = dropped_queue_error(update.task)
-                            await self._drop_queues(conn, [update.task.id], error, at)
+                            await self._queues.drop(conn, [update.task.id], error, at)
                 if created:
                     await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
                     versions = [version_params(first_version(t, actor)) for t in created]
@@ -315,7 +308,7 @@ class PostgresTaskStore:
                 task = _valid_task(row)
                 if task is not None:
                     decided.append((task, claim(task, now)))
-            reads = await self._claim_slots(conn, decided, now)
+            reads = await self._queues.claim_slots(conn, decided, now)
             for task, decision in decided:
                 if decision is None:
                     # next_run_at disagrees with next_fire_at (a hand edit?): mended.
@@ -338,36 +331,6 @@ class PostgresTaskStore:
             if writes.stop:
                 await self._notify(conn, self.cancel_channel, "replace")
         return await writes.started(started) + claimed
-
-    async def _claim_slots(
-        self,
-        conn: AsyncConnection[Any],
-        decided: list[tuple[Task, ClaimDecision | None]],
-        now: datetime,
-    ) -> dict[UUID, SlotRead]:
-        """The slots of the claimed tasks, under their lease locks: for a task on
-        `overlap: "skip"` only its leases are counted (as before there were queues); one
-        that may queue has its whole `task_slots` read."""
-        calling = []
-        queueing = []
-        for task, decision in decided:
-            if decision is None:
-                continue
-            statuses = [e.status for e in decision.earlier] + [decision.status]
-            if task.overlap != "skip":
-                queueing.append((task, task.max_running_instances + len(statuses)))
-            elif RunStatus.RUNNING in statuses:
-                calling.append(task.id)
-        if not calling and not queueing:
-            return {}
-        await lock_leases(conn, self._q, self.schema, [*calling, *(t.id for t, _ in queueing)])
-        reads = await read_slots(conn, self._q, queueing, now)
-        if calling:
-            cur = await conn.execute(self._q["count_leases"], {"task_ids": calling, "now": now})
-            limits = {task.id: task.max_running_instances for task, _ in decided}
-            for task_id, count in await cur.fetchall():
-                reads[task_id] = SlotRead(Slots(limits[task_id], count), [], [])
-        return reads
 
     async def _lease_counts(
         self, conn: AsyncConnection[Any], task_ids: list[UUID], now: datetime
@@ -435,7 +398,7 @@ class PostgresTaskStore:
             )
             finishing = conn.cursor(row_factory=dict_row)
             await finishing.execute(self._q["finish_runs"], params, binary=True)
-            queueing = await self._queued_tasks(conn, params["run_ids"], starting)
+            queueing = await self._queues.send_queued_tasks(conn, params["run_ids"], starting)
             locked = await locking.fetchall()
             runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
             if locked:
@@ -450,42 +413,11 @@ class PostgresTaskStore:
             if missing:
                 unchanged = conn.cursor(row_factory=dict_row)
                 await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
-            writes, started = await self._refill(conn, queueing, starting, paused)
+            writes, started = await self._queues.refill(conn, queueing, starting, paused)
         if missing:  # read in the transaction, fetched after its COMMIT
             runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
         ordered = [runs[run_id] for run_id, _ in outcomes if run_id in runs]
         return Freed(ordered, await writes.started(started))
-
-    async def _queued_tasks(
-        self,
-        conn: AsyncConnection[Any],
-        run_ids: list[UUID],
-        starting: tuple[datetime, str] | None,
-    ) -> AsyncCursor[Row] | None:
-        """Send the read of the tasks of `run_ids` that have queued runs (read it with
-        `_refill`), when queued runs are to be started."""
-        if starting is None or not run_ids:
-            return None
-        cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(self._q["queued_tasks_of_runs"], {"run_ids": run_ids}, binary=True)
-        return cur
-
-    async def _refill(
-        self,
-        conn: AsyncConnection[Any],
-        queueing: AsyncCursor[Row] | None,
-        starting: tuple[datetime, str] | None,
-        paused: list[UUID],
-    ) -> tuple[SlotWrites, AsyncCursor[Row] | None]:
-        """Start queued runs in the slots this transaction freed (`domain.overlap`)."""
-        if queueing is None or starting is None:
-            return SlotWrites(), None
-        tasks = [task for row in await queueing.fetchall() if (task := _valid_task(row))]
-        if not tasks:
-            return SlotWrites(), None
-        now, replica = starting
-        writes = await refill(conn, self._q, self.schema, tasks, now, replica, paused)
-        return writes, await writes.write(conn, self._q, now)
 
     async def get_run(self, run_id: UUID) -> Run:
         row = await self._one("get_run", {"id": run_id})
@@ -540,35 +472,18 @@ class PostgresTaskStore:
                 raise RunNotFound(run_id)
             run = to_run(row)
             if run.status is RunStatus.QUEUED:
-                return await self._cancel_queued(conn, run)
+                return await self._queues.cancel_queued(conn, run)
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
             await conn.execute(self._q["request_cancel"], {"id": run_id})
             await self._notify(conn, self.cancel_channel, run_id)
         return run
 
-    async def _cancel_queued(self, conn: AsyncConnection[Any], run: Run) -> Run:
-        """Cancel a queued run (locked by the caller) uncalled, at the database's clock."""
-        now = truncate(datetime.now(UTC))
-        params = {"run_ids": [run.id], "errors": [CANCELLED_BY_REQUEST], "now": now}
-        await conn.execute(self._q["cancel_queued_runs"], params)
-        return run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
-
     async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:
         if not run_ids:
             return {}
         rows = await self._all("cancel_reasons", {"ids": list(run_ids)})
         return {row["run_id"]: row["cancel_reason"] for row in rows}
-
-    async def _drop_queues(
-        self, conn: AsyncConnection[Any], task_ids: list[UUID], error: str, at: datetime | None
-    ) -> None:
-        """Cancel every queued run of these tasks (`domain.overlap`: paused, deleted, no
-        longer queueing), in the caller's transaction, before it touches the tasks."""
-        if task_ids:
-            now = truncate(at or datetime.now(UTC))
-            params = {"task_ids": task_ids, "now": now, "error": error}
-            await conn.execute(self._q["cancel_task_queues"], params)
 
     async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:
         if not run_ids:
@@ -592,8 +507,10 @@ class PostgresTaskStore:
                 {"now": now, "finished_at": truncate(now), "error": REPLICA_LOST},
             )
             lost = [to_run(row) for row in await cur.fetchall()]
-            queueing = await self._queued_tasks(conn, [run.id for run in lost], starting)
-            writes, started = await self._refill(conn, queueing, starting, [])
+            queueing = await self._queues.send_queued_tasks(
+                conn, [run.id for run in lost], starting
+            )
+            writes, started = await self._queues.refill(conn, queueing, starting, [])
         return Freed(lost, await writes.started(started))
 
     async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:

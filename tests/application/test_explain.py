@@ -117,6 +117,23 @@ async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
     )
 
 
+async def test_an_occurrence_waiting_for_a_slot_is_queued(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(spec(overlap="buffer_one"))
+    [held] = await memory_store.claim_due(T0, 10, REPLICA)
+    [waiting] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
+    assert waiting.run.status is RunStatus.QUEUED
+    clock.set(T0 + 70 * SECOND)
+
+    answer = await service.explain("minutely", T0 + 61 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0 + MINUTE, Verdict.QUEUED)
+    assert [run.id for run in answer.runs] == [waiting.run.id]
+    assert answer.detail == f"queued: run {waiting.run.id} waits for a slot"
+    assert held.run.status is RunStatus.RUNNING
+
+
 async def test_a_paused_task_was_not_scheduled_and_says_who_paused_it(
     service: SchedulingService, clock: FakeClock
 ) -> None:
