@@ -380,8 +380,8 @@ class SchedulingService:
             )
 
 
-# `trigger` and `target.auth` are replaced whole by a merge patch, never merged.
-_WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"))
+# `trigger` and each `auth` are replaced whole by a merge patch, never merged.
+_WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"), ("notify", "auth"))
 
 
 def _as_uuid(ref: str | UUID) -> UUID | None:

@@ -14,18 +14,12 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID, uuid4
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from domain import outcomes
 from domain.outcomes import TaskCount, count_outcome
-from domain.runs import Run, RunStatus
-from domain.tasks import (
-    Auth,
-    EnvName,
-    NoAuth,
-    check_headers_env,
-    check_http_url,
-)
+from domain.runs import ClaimedRun, Run, RunStatus
+from domain.tasks import Auth, EventType, NoAuth, Notify, Task
 
 # Waits between attempts: doubling from 5 s to at most 10 min, for up to a day.
 FIRST_RETRY = timedelta(seconds=5)
@@ -36,45 +30,6 @@ DELIVERY_WINDOW = timedelta(hours=24)
 DELIVERY_TIMEOUT_SECONDS = 10.0
 CLAIM_LEASE = timedelta(seconds=DELIVERY_TIMEOUT_SECONDS + 20)
 ERROR_LIMIT = 1000
-
-
-class EventType(StrEnum):
-    RUN_FAILED = "run.failed"
-    RUN_MISSED = "run.missed"
-    RUN_SKIPPED = "run.skipped"
-    TASK_AUTO_PAUSED = "task.auto_paused"
-    TASK_RECOVERED = "task.recovered"
-
-
-class Notify(BaseModel):
-    """Where a task's events go, and which (docs/api.md, "Events"). Not yet a task
-    field: the outbox that delivers events is still being built."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: str = Field(max_length=4096)
-    events: list[EventType] = Field(
-        default_factory=lambda: list(EventType), min_length=1, description="default: all"
-    )
-    auth: Auth = Field(default_factory=NoAuth)
-    headers_env: dict[str, EnvName] = Field(default_factory=dict)
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
-
-    @field_validator("events")
-    @classmethod
-    def _unique(cls, value: list[EventType]) -> list[EventType]:
-        if len(set(value)) != len(value):
-            raise ValueError("events must not repeat")
-        return value
-
-    @field_validator("headers_env")
-    @classmethod
-    def _headers_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        return check_headers_env(value, {}, info.data.get("auth"))
 
 
 class EventStatus(StrEnum):
@@ -174,6 +129,10 @@ class TaskRef:
     name: str
     notify: Notify | None = None
 
+    @classmethod
+    def of(cls, task: Task) -> TaskRef:
+        return cls(task.id, task.name, task.notify)
+
 
 @dataclass(frozen=True, slots=True)
 class EventRules:
@@ -224,6 +183,15 @@ class EventRules:
         if destination is None:
             return []
         return [new_event(event_type, task, run, now, destination)]
+
+
+def claim_events(rules: EventRules, claimed: Iterable[ClaimedRun]) -> list[Event]:
+    """The events a batch of claims (or a manual fire) raises: `EventRules.on_claim`
+    of each run recorded, with the task as it was claimed."""
+    events: list[Event] = []
+    for claimed_run in claimed:
+        events += rules.on_claim(TaskRef.of(claimed_run.task), claimed_run.run)
+    return events
 
 
 def outcome_events(

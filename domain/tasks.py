@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -187,6 +188,48 @@ class HttpTarget(_Model):
         return check_headers_env(value, info.data.get("headers", {}), info.data.get("auth"))
 
 
+class EventType(StrEnum):
+    """What an event tells (docs/events.md)."""
+
+    RUN_FAILED = "run.failed"
+    RUN_MISSED = "run.missed"
+    RUN_SKIPPED = "run.skipped"
+    TASK_AUTO_PAUSED = "task.auto_paused"
+    TASK_RECOVERED = "task.recovered"
+
+
+class Notify(_Model):
+    """Where a task's events go, and which (docs/api.md, "Events"): the task field
+    `notify`. Secrets stay names of environment variables, as for targets."""
+
+    url: str = Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN})
+    events: list[EventType] = Field(
+        default_factory=lambda: list(EventType), min_length=1, description="default: all"
+    )
+    auth: Auth = Field(default_factory=NoAuth)
+    headers_env: dict[str, EnvName] = Field(
+        default_factory=dict,
+        description="header name to the name of an environment variable of the scheduler",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        return check_http_url(value)
+
+    @field_validator("events")
+    @classmethod
+    def _unique(cls, value: list[EventType]) -> list[EventType]:
+        if len(set(value)) != len(value):
+            raise ValueError("events must not repeat")
+        return value
+
+    @field_validator("headers_env")
+    @classmethod
+    def _headers_env(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        return check_headers_env(value, {}, info.data.get("auth"))
+
+
 class TaskSpec(_Model):
     """The writable fields of a task, as a client sends them."""
 
@@ -207,6 +250,9 @@ class TaskSpec(_Model):
     catch_up: CatchUp = "latest"
     max_catch_up: int = Field(default=100, ge=1, le=10_000)
     overlap: Overlap = "skip"
+    notify: Notify | None = Field(
+        default=None, description="where this task's events go; null: SCHEDULER_EVENTS_URL"
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -18,8 +18,10 @@ from adapters.memory import InMemoryTaskStore, InMemoryWaker
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
+from application.events import EventListing, EventSender, SenderSettings
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
+from domain.events import EventRules
 from entrypoints.metrics import PrometheusObserver
 from entrypoints.settings import ConfigurationError, Settings, load_settings, split_list
 
@@ -49,6 +51,14 @@ def executor_settings(settings: Settings) -> HttpExecutorSettings:
 
 def memory_waker(store: InMemoryTaskStore) -> InMemoryWaker:
     return store.new_waker()
+
+
+def event_rules(settings: Settings) -> EventRules:
+    return EventRules(default_url=settings.events_url)
+
+
+def sender_settings(settings: Settings) -> SenderSettings:
+    return SenderSettings(poll_interval=settings.events_poll_interval)
 
 
 def apscheduler_engine(**ports: Any) -> Any:
@@ -82,13 +92,15 @@ class Container(containers.DeclarativeContainer):
         max_size=settings.provided.pool_size,
         name="scheduler",
     )
-    memory_store = providers.Singleton(InMemoryTaskStore)
-    task_store = providers.Selector(
-        store_kind,
-        memory=memory_store,
-        postgres=providers.Singleton(
-            PostgresTaskStore, pool=pool, schema=settings.provided.db_schema
-        ),
+    events = providers.Callable(event_rules, settings)
+    memory_store = providers.Singleton(InMemoryTaskStore, events=events)
+    postgres_store = providers.Singleton(
+        PostgresTaskStore, pool=pool, schema=settings.provided.db_schema, events=events
+    )
+    task_store = providers.Selector(store_kind, memory=memory_store, postgres=postgres_store)
+    # The outbox of the same store: events are written with their causes.
+    event_store = providers.Selector(
+        store_kind, memory=memory_store.provided.outbox, postgres=postgres_store.provided.outbox
     )
     waker = providers.Selector(
         store_kind,
@@ -115,6 +127,16 @@ class Container(containers.DeclarativeContainer):
         native=providers.Singleton(TriggerLoop, **_engine_ports),
         apscheduler=providers.Singleton(apscheduler_engine, **_engine_ports),
     )
+
+    event_sender = providers.Singleton(
+        EventSender,
+        store=event_store,
+        delivery=executor,
+        clock=clock,
+        observer=observer,
+        settings=providers.Callable(sender_settings, settings),
+    )
+    event_listing = providers.Singleton(EventListing, store=event_store)
 
     scheduling = providers.Singleton(
         SchedulingService,

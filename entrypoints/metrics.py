@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from domain.events import Event, EventStatus
 from domain.runs import ClaimedRun, Run, RunStatus
+from domain.tasks import EventType
 
 LATENESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600)
+# An attempt's outcome, by the status it left its event in.
+_EVENT_OUTCOMES = {
+    EventStatus.SENT: "sent",
+    EventStatus.PENDING: "retried",
+    EventStatus.DROPPED: "dropped",
+}
 CLAIM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
 class PrometheusObserver:
-    """Fills the engine's `EngineObserver` port with Prometheus metrics.
+    """Fills the engine's `EngineObserver` port (and the event sender's
+    `EventObserver`) with Prometheus metrics.
 
     Each instance owns a `CollectorRegistry`, so two apps in one process (tests) never
     share or collide on a metric.
@@ -58,6 +67,26 @@ class PrometheusObserver:
             registry=self.registry,
         )
 
+        self._events = Counter(
+            "scheduler_events",
+            "Event delivery attempts, by event type and outcome (sent, retried, dropped).",
+            ["type", "outcome"],
+            registry=self.registry,
+        )
+        for event_type in EventType:
+            for outcome in _EVENT_OUTCOMES.values():
+                self._events.labels(type=event_type.value, outcome=outcome)
+        self._events_dropped = Counter(
+            "scheduler_events_dropped",
+            "Events given up on: not delivered within their window (a day).",
+            registry=self.registry,
+        )
+        self._events_pending = Gauge(
+            "scheduler_events_pending",
+            "Events waiting to be delivered (all replicas), as this process last counted.",
+            registry=self.registry,
+        )
+
     # -- EngineObserver ---------------------------------------------------------
 
     def claim_batch(self, count: int, seconds: float) -> None:
@@ -77,6 +106,16 @@ class PrometheusObserver:
 
     def in_flight(self, n: int) -> None:
         self._in_flight.set(n)
+
+    # -- EventObserver -----------------------------------------------------------
+
+    def event_settled(self, event: Event) -> None:
+        self._events.labels(type=event.type.value, outcome=_EVENT_OUTCOMES[event.status]).inc()
+        if event.status is EventStatus.DROPPED:
+            self._events_dropped.inc()
+
+    def events_pending(self, n: int) -> None:
+        self._events_pending.set(n)
 
     # -- exposition ---------------------------------------------------------------
 

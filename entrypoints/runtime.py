@@ -15,9 +15,10 @@ log = logging.getLogger("imbi_scheduler")
 @asynccontextmanager
 async def running(container: Container, *, engine: bool = True) -> AsyncIterator[None]:
     """Hold the process's resources open: on PostgreSQL, open the pool and create or
-    upgrade the schema; start the engine when `engine`. On exit, stop the engine (it
-    drains in-flight runs, manual runs included), then close the executor, the waker and
-    the pool, in that order."""
+    upgrade the schema; start the engine and the event sender when `engine`. On exit,
+    stop the engine (it drains in-flight runs, manual runs included), then the event
+    sender (its attempts in flight settle), then close the executor, the waker and the
+    pool, in that order."""
     settings = container.settings()
     scheduler_engine = container.engine()  # fails here on a misconfigured engine
     async with AsyncExitStack() as stack:
@@ -35,10 +36,14 @@ async def running(container: Container, *, engine: bool = True) -> AsyncIterator
             )
         stack.push_async_callback(container.waker().close)
         stack.push_async_callback(container.executor().close)
+        # After the engine (its last outcomes raise events), before the executor closes.
+        sender = container.event_sender()
+        stack.push_async_callback(sender.stop)
         # Stopped also when not started: that drains manual runs (fire now).
         stack.push_async_callback(scheduler_engine.stop)
         if engine:
             await scheduler_engine.start()
+            await sender.start()
         log.info(
             "scheduler running",
             extra={

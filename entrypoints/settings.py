@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from adapters.http.signing import parse_signing_secrets
 from application.engine_settings import default_replica
+from domain.tasks import check_http_url
 
 ENV_PREFIX = "SCHEDULER_"
 READ_ONLY_SUFFIX = ":read"
@@ -61,6 +62,14 @@ class Settings(BaseSettings):
         repr=False,
         description="space-separated whsec_ secrets signing every call (Standard Webhooks)",
     )
+    events_url: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="where the events of every task without notify go; unset: nowhere",
+    )
+    events_poll_interval: float = Field(
+        default=1.0, gt=0, le=3600, description="seconds the event sender waits when idle"
+    )
     allow_anonymous: bool = False
     auth_failure_limit: int = Field(
         default=10, ge=0, le=1_000_000, description="401s per client address per window (0: off)"
@@ -94,6 +103,13 @@ class Settings(BaseSettings):
         if value is not None and not url and "=" not in value:
             raise ValueError("must be a postgresql:// URL or a libpq connection string")
         return value
+
+    @field_validator("events_url")
+    @classmethod
+    def _events_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return check_http_url(value.strip())
 
     @field_validator("api_tokens")
     @classmethod

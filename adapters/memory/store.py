@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from uuid import UUID
 
+from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.slots import Lease, Occurrence, SlotBook
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
 from application.ports import Freed, RunFilter, RunPageKey, TaskFilter, TaskPageKey, TaskUpdate
@@ -24,6 +25,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.events import EventRules, TaskRef, claim_events, outcome_events
 from domain.history import TaskVersion, auto_paused, changed, created, deleted
 from domain.instants import truncate
 from domain.outcomes import TaskCount, check_outcome, count_outcomes, finished
@@ -41,11 +43,15 @@ _SCHEDULE = ("next_fire_at", "next_run_at", "consecutive_failures")
 
 
 class InMemoryTaskStore:
-    """A full `TaskStore` in one process. `notifier` is its wake-up channel."""
+    """A full `TaskStore` in one process. `notifier` is its wake-up channel; `outbox`
+    its EventStore, written under the same lock as the causes of its events (`events`
+    says which events a cause raises)."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: EventRules | None = None) -> None:
         self.notifier = InMemoryNotifier()
         self._lock = asyncio.Lock()
+        self._rules = events or EventRules()
+        self.outbox = MemoryOutbox(self._lock)
         self._tasks: dict[UUID, Task] = {}
         self._names: dict[str, UUID] = {}
         self._runs: dict[UUID, Run] = {}
@@ -247,6 +253,8 @@ class InMemoryTaskStore:
                 update = claimed_task_fields(task, decision, runs[-1].run)
                 self._tasks[task.id] = task.model_copy(update=update)
                 claimed += runs
+            # Events: with the claims they tell of, under the same lock.
+            self.outbox.add(claim_events(self._rules, claimed))
             replaced, self._slots.asked_to_stop = self._slots.asked_to_stop, False
         if replaced:  # the engines running the replaced runs stop them
             self.notifier.notify()
@@ -259,7 +267,9 @@ class InMemoryTaskStore:
                 RunStatus.RUNNING, self._active_leases(task_id, now), task.max_running_instances
             )
             run = self._record_run(task, now, replica, status, truncate(now), 1, manual=True)
-            return ClaimedRun(task=_copy(task), run=run)
+            manual = ClaimedRun(task=_copy(task), run=run)
+            self.outbox.add(claim_events(self._rules, [manual]))
+            return manual
 
     async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
         runs = await self.finish_runs([(run_id, outcome)])
@@ -302,6 +312,7 @@ class InMemoryTaskStore:
                 self._tasks[task_id] = task = task.model_copy(update=count.task_fields())
                 if count.paused:
                     self._history.setdefault(task_id, []).append(auto_paused(task))
+            self.outbox.add(outcome_events(self._rules, self._refs(ended), before, ended))
             started = self._refill({run.task_id for run in ended}, starting)
         if any(count.paused for count in counted.values()):
             self.notifier.notify()
@@ -422,6 +433,7 @@ class InMemoryTaskStore:
                     self._runs[run.id] = failed
                     self._leases.pop(run.id, None)
                     lost.append(failed)
+            self.outbox.add(outcome_events(self._rules, self._refs(lost), {}, lost))
             started = self._refill({run.task_id for run in lost}, starting)
         return Freed(lost, started)
 
@@ -451,6 +463,14 @@ class InMemoryTaskStore:
         if run is None:
             raise RunNotFound(run_id)
         return run
+
+    def _refs(self, runs: Sequence[Run]) -> dict[UUID, TaskRef]:
+        """What the event rules read of the tasks of `runs` (a deleted one left out)."""
+        return {
+            run.task_id: TaskRef.of(task)
+            for run in runs
+            if (task := self._tasks.get(run.task_id)) is not None
+        }
 
     def _active_leases(self, task_id: UUID, now: datetime) -> int:
         return sum(

@@ -48,12 +48,12 @@ SELECT pg_notify(%(channel)s, %(payload)s);
 INSERT INTO {schema}.tasks (
     id, name, description, trigger, target, enabled, tags, misfire_grace_seconds,
     max_running_instances, jitter_seconds, pause_after_failures, catch_up, max_catch_up,
-    overlap, consecutive_failures,
+    overlap, notify, consecutive_failures,
     next_fire_at, next_run_at, last_run_at, created_at, updated_at, version
 ) VALUES (
     %(id)s, %(name)s, %(description)s, %(trigger)s, %(target)s, %(enabled)s, %(tags)s,
     %(misfire_grace_seconds)s, %(max_running_instances)s, %(jitter_seconds)s,
-    %(pause_after_failures)s, %(catch_up)s, %(max_catch_up)s, %(overlap)s,
+    %(pause_after_failures)s, %(catch_up)s, %(max_catch_up)s, %(overlap)s, %(notify)s,
     %(consecutive_failures)s, %(next_fire_at)s, %(next_run_at)s,
     %(last_run_at)s, %(created_at)s, %(updated_at)s, 1
 )
@@ -102,6 +102,7 @@ WITH old AS (
         catch_up = %(catch_up)s,
         max_catch_up = %(max_catch_up)s,
         overlap = %(overlap)s,
+        notify = %(notify)s,
         next_fire_at = CASE WHEN %(reschedule)s::boolean
             THEN %(next_fire_at)s::timestamptz ELSE next_fire_at END,
         next_run_at = CASE WHEN %(reschedule)s::boolean

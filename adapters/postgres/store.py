@@ -28,6 +28,13 @@ from pydantic import ValidationError
 
 from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
 from adapters.postgres.errors import translated_errors
+from adapters.postgres.events import (
+    PostgresOutbox,
+    read_task_refs,
+    task_counts,
+    task_refs,
+    write_events,
+)
 from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.pool import live_connection
 from adapters.postgres.queries import bind_queries
@@ -45,6 +52,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.events import EventRules, claim_events, outcome_events
 from domain.history import TaskVersion
 from domain.history import created as first_version
 from domain.instants import truncate
@@ -68,11 +76,20 @@ def channels(schema: str) -> tuple[str, str]:
 
 
 class PostgresTaskStore:
-    """Tasks, runs and leases in PostgreSQL. `pool` is opened and closed by its owner."""
+    """Tasks, runs and leases in PostgreSQL. `pool` is opened and closed by its owner.
+    `outbox` is the EventStore of the same schema; the events `events` says a claim or
+    an outcome raises are written in the transaction that records it."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], schema: str = "scheduler") -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        schema: str = "scheduler",
+        events: EventRules | None = None,
+    ) -> None:
         self._pool = pool
         self.schema = schema
+        self._rules = events or EventRules()
+        self.outbox = PostgresOutbox(pool, schema)
         self._q = bind_queries(schema)
         self.tasks_channel, self.cancel_channel = channels(schema)
         self._queues = Queues(self._q, schema, _valid_task)
@@ -328,6 +345,7 @@ class PostgresTaskStore:
             started = await writes.write(conn, self._q, now)
             if batch:
                 await conn.execute(self._q["record_claims"], batch.params())
+            await write_events(conn, self.schema, claim_events(self._rules, claimed))
             if writes.stop:
                 await self._notify(conn, self.cancel_channel, "replace")
         return await writes.started(started) + claimed
@@ -359,7 +377,9 @@ class PostgresTaskStore:
             )
             run = new_run(task, now, replica, status, truncate(now), 1, manual=True)
             await conn.execute(self._q["record_manual_run"], manual_run_params(run))
-        return ClaimedRun(task=task, run=run)
+            manual = ClaimedRun(task=task, run=run)
+            await write_events(conn, self.schema, claim_events(self._rules, [manual]))
+        return manual
 
     # -- runs ------------------------------------------------------------------------
 
@@ -396,19 +416,23 @@ class PostgresTaskStore:
                 self._q["lock_counted_tasks"],
                 {"run_ids": params["run_ids"], "status": params["status"]},
             )
+            refs = await read_task_refs(conn, self.schema, self._rules, batch.run_ids)
             finishing = conn.cursor(row_factory=dict_row)
             await finishing.execute(self._q["finish_runs"], params, binary=True)
             queueing = await self._queues.send_queued_tasks(conn, params["run_ids"], starting)
             locked = await locking.fetchall()
             runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
+            ended = [runs[i] for i in batch.outcomes if i in runs]
             if locked:
-                counted = counted_tasks(locked, (runs[i] for i in batch.outcomes if i in runs))
+                counted = counted_tasks(locked, ended)
                 if counted is not None:
                     counted["channel"] = self.tasks_channel
                     await conn.execute(self._q["count_outcomes"], counted)
                     paused = [
                         t for t, p in zip(counted["task_ids"], counted["paused"], strict=True) if p
                     ]
+            events = outcome_events(self._rules, await task_refs(refs), task_counts(locked), ended)
+            await write_events(conn, self.schema, events)
             missing = [run_id for run_id in batch.outcomes if run_id not in runs]
             if missing:
                 unchanged = conn.cursor(row_factory=dict_row)
@@ -507,6 +531,10 @@ class PostgresTaskStore:
                 {"now": now, "finished_at": truncate(now), "error": REPLICA_LOST},
             )
             lost = [to_run(row) for row in await cur.fetchall()]
+            if lost:
+                refs = await read_task_refs(conn, self.schema, self._rules, [r.id for r in lost])
+                events = outcome_events(self._rules, await task_refs(refs), {}, lost)
+                await write_events(conn, self.schema, events)
             queueing = await self._queues.send_queued_tasks(
                 conn, [run.id for run in lost], starting
             )

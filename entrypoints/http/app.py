@@ -8,12 +8,14 @@ from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from application.events import EventListing
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
 from entrypoints.http.console import console_router
 from entrypoints.http.docs import SECURITY, openapi_config
+from entrypoints.http.events import EventController
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.nul import nul_guard
 from entrypoints.http.preview import TriggerController
@@ -49,6 +51,9 @@ def create_app(
     def sync() -> TaskSync:
         return container.sync()
 
+    def event_listing() -> EventListing:
+        return container.event_listing()
+
     def readiness() -> Readiness:
         return Readiness(container.task_store(), container.engine() if run_engine else None)
 
@@ -61,7 +66,13 @@ def create_app(
     limiter = FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window)
     api = Router(
         path="/",
-        route_handlers=[TaskController, SyncController, RunController, TriggerController],
+        route_handlers=[
+            TaskController,
+            SyncController,
+            RunController,
+            EventController,
+            TriggerController,
+        ],
         guards=[bearer_guard(settings.grants, limiter), nul_guard],
         security=SECURITY,
     )
@@ -70,6 +81,7 @@ def create_app(
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
             "sync": Provide(sync, sync_to_thread=False),
+            "event_listing": Provide(event_listing, sync_to_thread=False),
             "actor": Provide(actor, sync_to_thread=False),
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),

@@ -285,6 +285,7 @@ def openapi_config() -> OpenAPIConfig:
         tags=[
             Tag(name="tasks", description="Tasks: a trigger and an HTTP target."),
             Tag(name="runs", description="Runs: one per occurrence or manual fire."),
+            Tag(name="events", description="Events: what tasks tell, and their delivery."),
             Tag(name="triggers", description="Trigger previews."),
             Tag(name="operations", description="Health, readiness and metrics."),
         ],

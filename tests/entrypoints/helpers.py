@@ -17,6 +17,7 @@ def make_settings(**overrides: Any) -> Settings:
         "database_url": None,
         "api_tokens": "",
         "signing_secret": "",
+        "events_url": None,
         "allow_anonymous": False,
         "host": "127.0.0.1",
         "port": 0,
