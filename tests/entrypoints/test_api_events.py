@@ -14,8 +14,9 @@ from standardwebhooks.webhooks import Webhook
 
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
-from tests.entrypoints.helpers import cron_task, eventually, make_settings
+from tests.entrypoints.helpers import cron_task, make_settings
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 Client = AsyncTestClient[Any]
 SECRET = "whsec_" + base64.b64encode(b"events-api-test-signing-key-32b!").decode()

@@ -274,7 +274,7 @@ API_MD_ROUTES = {
     ("post", "/tasks"), ("get", "/tasks"), ("get", "/tasks/{id}"), ("patch", "/tasks/{id}"),
     ("delete", "/tasks/{id}"), ("post", "/tasks/{id}/pause"), ("post", "/tasks/{id}/resume"),
     ("post", "/tasks/{id}/dry-run"), ("post", "/tasks/{id}/runs"), ("get", "/tasks/{id}/runs"),
-    ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"),
+    ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"), ("get", "/events"),
     ("get", "/tasks/{id}/upcoming"), ("get", "/tasks/{id}/history"), ("put", "/tasks/{id}"),
     ("get", "/tasks/{id}/explain"),
     ("post", "/tasks/apply"),
