@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from domain.events import Delivery, Event, EventStatus
 from domain.history import TaskVersion
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
-from domain.tasks import HttpTarget, Task
+from domain.tasks import HttpTarget, Notify, Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,10 +351,10 @@ class RenderedRequest(BaseModel):
 class Executor(Protocol):
     """Performs runs: one call of a task's target, with its retries, per run."""
 
-    def check(self, target: HttpTarget) -> None:
+    def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         """Reject at create a target that can never run: a template that does not parse,
-        a literal address the outbound guard denies. Raises InvalidRequest naming the
-        field (e.g. "target.url")."""
+        a literal address the outbound guard denies (also for `notify.url` and its
+        token URL). Raises InvalidRequest naming the field (e.g. "target.url")."""
         ...
 
     async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:

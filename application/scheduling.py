@@ -81,7 +81,7 @@ class SchedulingService:
         rejects) and DuplicateTaskName.
         """
         now = truncate(self._clock.now())
-        self._executor.check(spec.target)
+        self._executor.check(spec.target, spec.notify)
         return await self._store.create_task(self.new_task(spec, now), actor=actor)
 
     def new_task(self, spec: TaskSpec, now: datetime) -> Task:
@@ -137,8 +137,8 @@ class SchedulingService:
                 spec = TaskSpec.model_validate(merged)
             except ValidationError as exc:
                 raise InvalidRequest.of(field_errors(exc)) from None
-            if "target" in patch:
-                self._executor.check(spec.target)
+            if "target" in patch or "notify" in patch:
+                self._executor.check(spec.target, spec.notify)
             try:
                 return await self._save(task, spec, actor)
             except VersionConflict:

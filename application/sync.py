@@ -70,7 +70,7 @@ class TaskSync:
         was created. `if_match` (a version) or `must_exist` (`If-Match: *`) only replace;
         `if_none_match` (`If-None-Match: *`) only creates. Raises PreconditionNotMet,
         InvalidRequest."""
-        self._executor.check(spec.target)
+        self._executor.check(spec.target, spec.notify)
         for _ in range(_ATTEMPTS):
             now = truncate(self._clock.now())
             try:
@@ -125,7 +125,7 @@ class TaskSync:
                 raise InvalidRequest(f"tasks[{i}].name", f"repeats tasks[{seen[spec.name]}].name")
             seen[spec.name] = i
             with _prefixed(i):
-                self._executor.check(spec.target)
+                self._executor.check(spec.target, spec.notify)
         for _ in range(_ATTEMPTS):
             now = truncate(self._clock.now())
             stored = {task.name: task for task in await self._all_tasks()}

@@ -44,7 +44,7 @@ from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Event
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
-from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
+from domain.tasks import HttpTarget, Notify, OAuth2ClientCredentials, Task
 
 logger = logging.getLogger("scheduler.http")
 
@@ -95,12 +95,16 @@ class HttpExecutor:
         self._client: httpx.AsyncClient | None = None
         self._tokens = OAuth2Tokens(self._http)
 
-    def check(self, target: HttpTarget) -> None:
+    def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         if target.template:
             self._templates.check(target)
         self._check_host("target.url", target.url, templated=target.template)
         if isinstance(target.auth, OAuth2ClientCredentials):
             self._check_host("target.auth.token_url", target.auth.token_url)
+        if notify is not None:
+            self._check_host("notify.url", notify.url)
+            if isinstance(notify.auth, OAuth2ClientCredentials):
+                self._check_host("notify.auth.token_url", notify.auth.token_url)
 
     async def deliver(self, event: Event) -> Delivery:
         """One attempt to send `event` to its destination: a signed JSON POST, through

@@ -9,7 +9,7 @@ from importlib import metadata
 from adapters.clock import SystemClock
 from application.ports import Clock, RenderedRequest
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
-from domain.tasks import HttpTarget, NoAuth, Task
+from domain.tasks import HttpTarget, NoAuth, Notify, Task
 
 REDACTED = "***"
 
@@ -31,7 +31,7 @@ class NoopExecutor:
         self._user_agent = user_agent or _user_agent()
         self.executed = 0
 
-    def check(self, target: HttpTarget) -> None:
+    def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         return None
 
     async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:

@@ -108,6 +108,21 @@ async def test_a_bad_notify_is_a_422_naming_the_field(
     assert (await client.get("/tasks")).json()["items"] == []
 
 
+async def test_a_notify_url_the_outbound_guard_denies_is_a_422(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    metadata = {"url": "http://169.254.169.254/latest/"}
+    response = await client.post("/tasks", json=cron_task(recording_target.url(), notify=metadata))
+    assert response.status_code == 422, response.text
+    assert [e["field"] for e in response.json()["errors"]] == ["notify.url"]
+
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+    patched = await client.patch("/tasks/nightly-report", json={"notify": metadata}, headers=MERGE)
+    assert patched.status_code == 422, patched.text
+    assert [e["field"] for e in patched.json()["errors"]] == ["notify.url"]
+    assert (await client.get("/tasks/nightly-report")).json()["notify"] is None
+
+
 # -- delivery by the running service -------------------------------------------------------
 
 
