@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,8 +155,10 @@ class Soak:
             the_plan = plan(self.o)
             print(f"soak: schema {self.schema}, seed {self.o.seed}, plan {the_plan}", flush=True)
             load.start()
-            self._inject(the_plan)
-            load.stop()
+            try:
+                self._inject(the_plan)
+            finally:
+                load.stop()
             checked_at = self._wait_for_sweep()
             stops = self._stop_all()
             report = self._report(load, checked_at, stops)
@@ -291,8 +294,6 @@ class Soak:
         return {r.name: r.server.stop(signal.SIGTERM) for r in self.replicas}
 
     def _report(self, load: ApiLoad, checked_at: float, stops: dict[str, int]) -> Report:
-        from datetime import UTC, datetime
-
         with psycopg.connect(self.o.url, autocommit=True, row_factory=dict_row) as conn:
             tasks = {t["id"]: t for t in conn.execute(self._sql("SELECT * FROM {s}.tasks"))}
             runs = conn.execute(self._sql("SELECT * FROM {s}.runs")).fetchall()
@@ -305,7 +306,11 @@ class Soak:
             datetime.fromtimestamp(checked_at, UTC),
         )  # fmt: skip
         broken = soak_checks.check(evidence)
-        broken["clean_stop"] = [f"{n} exited {code}" for n, code in stops.items() if code != 0]
+        broken["clean_stop"] = [
+            f"{r.name} exited {stops[r.name]}; its log ends: {r.server.log()[-1500:]}"
+            for r in self.replicas
+            if stops[r.name] != 0
+        ]
         figures = soak_checks.figures(evidence)
         kinds: dict[str, int] = {}
         for _, kind, _ in self.faults:

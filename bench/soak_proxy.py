@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -62,20 +63,24 @@ class FaultyProxy:
     def blackhole(self, seconds: float) -> int:
         """Forward nothing for `seconds`, then drop every connection; how many."""
         self._loop.call_soon_threadsafe(self._flowing.clear)
-        threading.Event().wait(seconds)
+        time.sleep(seconds)
         dropped = self.cut()
         self._loop.call_soon_threadsafe(self._flowing.set)
         return dropped
 
     def upstream_ports(self) -> set[int]:
+        result: set[int] = self._run(self._ports()).result(10)
+        return result
+
+    # -- in the proxy's loop ----------------------------------------------------------
+
+    async def _ports(self) -> set[int]:
         ports: set[int] = set()
-        for pair in list(self._pairs):
+        for pair in self._pairs:
             name = pair.server.get_extra_info("sockname")
             if name:
                 ports.add(int(name[1]))
         return ports
-
-    # -- in the proxy's loop ----------------------------------------------------------
 
     def _run(self, coroutine: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
