@@ -62,11 +62,18 @@ class FaultyProxy:
 
     def blackhole(self, seconds: float) -> int:
         """Forward nothing for `seconds`, then drop every connection; how many."""
-        self._loop.call_soon_threadsafe(self._flowing.clear)
+        self.hold()
         time.sleep(seconds)
-        dropped = self.cut()
-        self._loop.call_soon_threadsafe(self._flowing.set)
-        return dropped
+        return self.release()
+
+    def hold(self) -> None:
+        """From now on forward nothing, and leave new connections unanswered."""
+        self._run(self._hold()).result(10)
+
+    def release(self) -> int:
+        """Drop every connection (what was held is lost) and forward again; how many."""
+        result: int = self._run(self._release()).result(10)
+        return result
 
     def upstream_ports(self) -> set[int]:
         result: set[int] = self._run(self._ports()).result(10)
@@ -89,6 +96,14 @@ class FaultyProxy:
         self._flowing.set()
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _hold(self) -> None:
+        self._flowing.clear()
+
+    async def _release(self) -> int:
+        dropped = await self._cut()
+        self._flowing.set()
+        return dropped
 
     async def _close(self) -> None:
         if self._server is not None:
