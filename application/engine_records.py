@@ -144,6 +144,8 @@ class OutcomeRecorder:
                     )
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._settings.store_retry_max)
+                    # The wait may have outlived a lease: drop those before retrying.
+                    batch = self._owned(batch, "outcome not recorded before the lease expired", exc)
                 continue
             if freed.started:
                 self._on_started(freed.started)

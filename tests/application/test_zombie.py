@@ -5,6 +5,7 @@ lease; the lost-run sweep records such a run "replica lost", and nothing overwri
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -17,7 +18,14 @@ from application.engine import TriggerLoop
 from application.engine_runs import LEASE_ERROR
 from domain.claims import LEASE_MARGIN, lease_duration
 from domain.runs import REPLICA_LOST, RunOutcome, RunStatus
-from tests.application.test_engine import T0, GatedExecutor, finished_runs, make_task, settings
+from tests.application.test_engine import (
+    T0,
+    CountingStore,
+    GatedExecutor,
+    finished_runs,
+    make_task,
+    settings,
+)
 from tests.fixtures.waiting import eventually
 
 
@@ -113,3 +121,35 @@ async def test_a_call_that_started_late_ends_before_its_lease(
     [run] = await eventually(lambda: finished_runs(store, task), "the stopped call", within=30)
     assert (run.status, run.error) == (RunStatus.FAILED, LEASE_ERROR)
     assert time.monotonic() - began < 20  # not the target's own timeout and margin
+
+
+async def test_a_retry_after_a_wait_that_outlived_the_lease_is_not_sent(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    task = await store.create_task(make_task(every=3600))
+    counting = CountingStore(store)
+    counting.failing_finishes = 1  # the first write fails while the lease still holds
+    engine = TriggerLoop(
+        counting,
+        store.new_waker(),
+        NoopExecutor(clock),
+        clock,
+        settings(store_retry_initial=1.0, store_retry_max=1.0),
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def failed_once() -> bool:
+        return counting.failing_finishes == 0
+
+    await eventually(failed_once, "the failed write")
+    [run] = await store.list_runs(task.id, None, None, 10)
+    assert run.lease_expires_at is not None
+    # During the 1 s wait before the retry, the lease runs out (the outage went on).
+    asyncio.get_running_loop().call_later(0.05, clock.set, run.lease_expires_at)
+
+    async def done() -> bool:
+        return engine.in_flight == 0
+
+    await eventually(done, "the outcome to be given up")
+    assert counting.batches == []  # the retry was never sent
