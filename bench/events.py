@@ -1,0 +1,167 @@
+"""Speed of events on PostgreSQL (issue 13, "Speed").
+
+In a schema of its own (dropped at the end), N tasks whose occurrences are claimed past
+their grace, so that each claim records a run `missed`:
+
+- claim: the time to claim all N (batches of 100) without `notify`, then with `notify`
+  on every task (each claim also writes N outbox rows in its transaction);
+- drain: the outbox of N events sent to a local receiver (a separate process answering
+  204, so it never competes with the sender for the GIL) by R senders (replicas, each
+  with its own pool and HTTP executor), signed: events per second until all are sent.
+
+One figure per line, `name value`. The load average is printed at the start and the
+end: other work on the machine moves every figure.
+
+    python bench/events.py [--url URL] [-n 2000] [--replicas 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.clock import SystemClock
+from adapters.http import HttpExecutor, HttpExecutorSettings
+from adapters.http.signing import Signer, parse_signing_secrets
+from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from application.events import EventSender
+from domain.claims import scheduled
+from domain.events import EventStatus
+from domain.tasks import HttpTarget, Notify, Task
+from domain.triggers import IntervalTrigger
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SECRET = "whsec_" + base64.b64encode(b"bench-events-signing-secret-32b!").decode()
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _serve(port: Any) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    server.request_queue_size = 512
+    port.value = server.server_address[1]
+    server.serve_forever()
+
+
+def tasks(n: int, now: datetime, notify: Notify | None) -> list[Task]:
+    anchor = now - timedelta(minutes=10)
+    return [
+        scheduled(
+            Task(
+                id=uuid.uuid4(),
+                name=f"bench-{uuid.uuid4().hex[:12]}",
+                trigger=IntervalTrigger(every=3600, anchor=anchor),
+                target=HttpTarget(url="http://127.0.0.1:9/"),
+                misfire_grace_seconds=1,
+                notify=notify,
+                created_at=anchor,
+                updated_at=anchor,
+            ),
+            anchor,
+        )
+        for _ in range(n)
+    ]
+
+
+async def claim_all(store: PostgresTaskStore, now: datetime) -> float:
+    started = time.perf_counter()
+    while await store.claim_due(now, 100, "bench"):
+        pass
+    return time.perf_counter() - started
+
+
+async def bench(url: str, n: int, replicas: int, receiver: str) -> None:
+    schema = f"bench_events_{uuid.uuid4().hex[:8]}"
+    await initialize(url, schema)
+    pools = []
+    try:
+        pool = create_pool(url, max_size=4)
+        await pool.open(wait=True)
+        pools.append(pool)
+        store = PostgresTaskStore(pool, schema)
+        now = datetime.now(UTC)
+        await store.apply_tasks(tasks(n, now, None), [], [], at=now)
+        print(f"claim_without_notify_seconds {await claim_all(store, now):.3f}")
+        await store.apply_tasks(tasks(n, now, Notify(url=receiver)), [], [], at=now)
+        print(f"claim_with_notify_seconds {await claim_all(store, now):.3f}")
+        pending = await store.outbox.count_events(EventStatus.PENDING)
+        print(f"events_written {pending}")
+
+        signer = Signer(parse_signing_secrets(SECRET))
+        senders, executors = [], []
+        for _ in range(replicas):
+            replica_pool = create_pool(url, max_size=4)
+            await replica_pool.open(wait=True)
+            pools.append(replica_pool)
+            executor = HttpExecutor(HttpExecutorSettings(signer=signer))
+            executors.append(executor)
+            outbox = PostgresTaskStore(replica_pool, schema).outbox
+            senders.append(EventSender(outbox, executor, SystemClock()))
+        started = time.perf_counter()
+        while await store.outbox.count_events(EventStatus.PENDING):
+            await asyncio.gather(*(sender.send_due() for sender in senders))
+        seconds = time.perf_counter() - started
+        sent = await store.outbox.count_events(EventStatus.SENT)
+        print(f"drain_seconds {seconds:.3f}")
+        print(f"events_sent {sent}")
+        print(f"events_per_second {sent / seconds:.0f}")
+        print(f"events_per_second_per_replica {sent / seconds / replicas:.0f}")
+        for executor in executors:
+            await executor.close()
+    finally:
+        for pool in pools:
+            await pool.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--url", default=os.environ.get("SCHEDULER_BENCH_DATABASE_URL", DEFAULT_URL)
+    )
+    parser.add_argument("-n", type=int, default=2000, help="events (and tasks)")
+    parser.add_argument("--replicas", type=int, default=1, help="senders draining together")
+    args = parser.parse_args()
+    print(f"load_average_start {os.getloadavg()[0]:.2f}")
+    port = mp.Value("i", 0)
+    server = mp.Process(target=_serve, args=(port,), daemon=True)
+    server.start()
+    while not port.value:
+        time.sleep(0.01)
+    try:
+        asyncio.run(bench(args.url, args.n, args.replicas, f"http://127.0.0.1:{port.value}/events"))
+    finally:
+        server.terminate()
+        server.join()
+    print(f"load_average_end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
