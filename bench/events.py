@@ -5,8 +5,9 @@ their grace, so that each claim records a run `missed`:
 
 - claim: the time to claim all N (batches of 100) without `notify`, then with `notify`
   on every task (each claim also writes N outbox rows in its transaction);
-- drain: the outbox of N events sent to a local receiver (a separate process answering
-  204, so it never competes with the sender for the GIL) by R senders (replicas, each
+- drain: the outbox of N events sent to a local receiver (bench/http_executor.py's
+  keep-alive asyncio target, a separate process answering 200 at once, so it never
+  competes with the sender for the GIL) by R senders (replicas, each
   with its own pool and HTTP executor), signed: events per second until all are sent.
 
 One figure per line, `name value`. The load average is printed at the start and the
@@ -20,20 +21,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import multiprocessing as mp
 import os
 import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from http_executor import start_target  # the keep-alive asyncio target of that bench
 
 from adapters.clock import SystemClock
 from adapters.http import HttpExecutor, HttpExecutorSettings
@@ -47,26 +48,6 @@ from domain.triggers import IntervalTrigger
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SECRET = "whsec_" + base64.b64encode(b"bench-events-signing-secret-32b!").decode()
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(204)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def _serve(port: Any) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    server.request_queue_size = 512
-    port.value = server.server_address[1]
-    server.serve_forever()
 
 
 def tasks(n: int, now: datetime, notify: Notify | None) -> list[Task]:
@@ -150,13 +131,9 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=1, help="senders draining together")
     args = parser.parse_args()
     print(f"load_average_start {os.getloadavg()[0]:.2f}")
-    port = mp.Value("i", 0)
-    server = mp.Process(target=_serve, args=(port,), daemon=True)
-    server.start()
-    while not port.value:
-        time.sleep(0.01)
+    server, port = start_target(close=False, size=2)
     try:
-        asyncio.run(bench(args.url, args.n, args.replicas, f"http://127.0.0.1:{port.value}/events"))
+        asyncio.run(bench(args.url, args.n, args.replicas, f"http://127.0.0.1:{port}/events"))
     finally:
         server.terminate()
         server.join()
