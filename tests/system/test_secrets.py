@@ -5,8 +5,9 @@ A real `serve` on PostgreSQL, logging at DEBUG, is given distinctive values for 
 of secret (the signing secret, `headers_env` values, bearer, basic and OAuth2 client
 secrets, and the OAuth2 token the token endpoint hands out). It runs tasks that succeed,
 fail, time out and are dry-run, against a target that echoes every header it receives
-back in its answer. Then every answer, the whole log and a dump of every table are
-searched for each value.
+back in its answer; the failures raise events, sent with secrets of their own to a
+receiver that echoes them too (and refuses the first). Then every answer, the whole log
+and a dump of every table are searched for each value.
 """
 
 from __future__ import annotations
@@ -105,6 +106,17 @@ def wait_finished(api: httpx.Client, run_ids: list[str], within: float = 30) -> 
         time.sleep(0.1)
 
 
+def wait_sent(api: httpx.Client, count: int, within: float = 60) -> list[dict]:
+    deadline = time.monotonic() + within
+    while True:
+        events: list[dict] = api.get("/events", params={"status": "sent"}).json()["items"]
+        if len(events) >= count:
+            return events
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(events)} of {count} events sent after {within} s")
+        time.sleep(0.2)
+
+
 def test_no_secret_in_answers_logs_or_rows(
     database_url: str, schema: str, recording_target: RecordingTarget
 ) -> None:
@@ -115,6 +127,14 @@ def test_no_secret_in_answers_logs_or_rows(
     target.respond("/oauth2", Response(401, echo=True), Response(200, echo=True))
     token = {"access_token": OAUTH_TOKEN, "token_type": "bearer", "expires_in": 3600}
     target.respond("/token", Response(200, json.dumps(token).encode()))
+    # Events of the failed runs, sent with the secrets of their own notify: the first
+    # attempt is refused (an answer echoing them, kept nowhere), every other is taken.
+    target.respond("/events", Response(500, echo=True), Response(200, echo=True))
+    notify = {
+        "url": target.url("/events"),
+        "auth": {"type": "bearer", "token_env": "BEARER"},
+        "headers_env": {"X-Api-Key": "API_KEY"},
+    }
     oauth2 = {
         "type": "oauth2_client_credentials",
         "token_url": target.url("/token"),
@@ -128,6 +148,8 @@ def test_no_secret_in_answers_logs_or_rows(
         task("oauth2", target, auth=oauth2),
         task("unset", target, headers_env={"X-Api-Key": "NOT_SET_ANYWHERE"}),
     ]
+    for body in tasks:
+        body["notify"] = notify
     environ = {
         "SCHEDULER_DATABASE_URL": database_url,
         "SCHEDULER_SCHEMA": schema,
@@ -156,6 +178,8 @@ def test_no_secret_in_answers_logs_or_rows(
             assert call("POST", f"/tasks/{body['name']}/dry-run").status_code == 200
         fired = [call("POST", f"/tasks/{body['name']}/runs").json()["id"] for body in tasks]
         runs = wait_finished(api, fired)
+        events = wait_sent(api, 3)  # run.failed of fails, times-out and unset
+        call("GET", "/events")
         for body in tasks:
             call("GET", f"/tasks/{body['name']}")
             call("GET", f"/tasks/{body['name']}/runs")
@@ -181,6 +205,13 @@ def test_no_secret_in_answers_logs_or_rows(
     ] * 2
     assert runs[0]["response_excerpt"] and "***" in runs[0]["response_excerpt"]
     assert "DEBUG" in log
+    assert sorted(event["attempts"] for event in events) == [1, 1, 2]
+    delivered = target.received("/events")[-1]
+    assert delivered.header("Authorization") == f"Bearer {SECRETS['BEARER']}"
+    assert delivered.header("X-Api-Key") == SECRETS["API_KEY"]
+    assert Webhook(SIGNING_SECRET).verify(delivered.body, delivered.headers)["type"] == (
+        "run.failed"
+    )
 
     haystacks = {"API answers": "\n".join(answers), "the log": log, "the tables": rows}
     leaks = [
