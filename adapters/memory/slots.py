@@ -111,6 +111,7 @@ class SlotBook:
         claimed = self.start(task, now, replica, slot_plan.start_queued)
         stoppable = deque(r for r in self.in_flight(task.id, now) if self._stoppable(r))
         waiting = deque(r for _, r in self._queues.get(task.id, []))
+        made_ids: list[UUID] = []
         for occurrence, placement in zip(made, slot_plan.placements, strict=True):
             status = occurrence.status if placement is None else placement.status
             run = self.record(
@@ -124,8 +125,9 @@ class SlotBook:
                 stoppable.append(run.id)
             elif run.status is RunStatus.QUEUED:
                 waiting.append(run.id)
-            claimed.append(ClaimedRun(task=task, run=self._runs[run.id]))
-        return claimed
+            made_ids.append(run.id)
+        # As they stand now: a later occurrence may have replaced one of them.
+        return claimed + [ClaimedRun(task=task, run=self._runs[i]) for i in made_ids]
 
     def start(self, task: Task, now: datetime, replica: str, count: int) -> list[ClaimedRun]:
         """Start the task's `count` oldest queued runs on `replica`."""

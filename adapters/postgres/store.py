@@ -342,9 +342,10 @@ class PostgresTaskStore:
                     batch.add_run(run)
                 batch.add(task.id, claimed_task_fields(task, decision, runs[-1]), runs[-1])
                 claimed += [ClaimedRun(task=task, run=run) for run in runs]
-            started = await writes.write(conn, self._q, now)
             if batch:
                 await conn.execute(self._q["record_claims"], batch.params())
+            # After record_claims: a run this claim started may be the one replaced.
+            started = await writes.write(conn, self._q, now)
             await write_events(conn, self.schema, claim_events(self._rules, claimed))
             if writes.stop:
                 await self._notify(conn, self.cancel_channel, "replace")

@@ -304,3 +304,16 @@ async def test_concurrent_finishers_never_start_a_queued_run_twice(backend: Back
     assert len(started) == len(set(started)) == 3
     got = sorted([(await stores[0].get_run(r)).scheduled_for for r in started])
     assert got == [T0 + 3 * STEP, T0 + 4 * STEP, T0 + 5 * STEP]
+
+
+async def test_a_caught_up_backlog_under_replace_keeps_only_the_newest_waiting(
+    store: TaskStore,
+) -> None:
+    await add(store, "replace", catch_up="all")
+    first, second, third = await claim_at(store, 2)
+    assert statuses([first, third]) == [(RunStatus.RUNNING, T0), (RunStatus.QUEUED, T0 + 2 * STEP)]
+    # The first asked to stop for the second, which the third then replaced.
+    assert await store.cancel_reasons([first.run.id]) == {first.run.id: replaced_by(second.run.id)}
+    gone = await store.get_run(second.run.id)
+    assert (gone.status, gone.error) == (RunStatus.CANCELLED, replaced_by(third.run.id))
+    assert second.run.status is RunStatus.CANCELLED
