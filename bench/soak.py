@@ -63,6 +63,11 @@ SHORT_PLAN = [  # (seconds after the start, fault)
     (28, "blackhole"), (40, "cut"), (46, "terminate"), (52, "cut"),
 ]  # fmt: skip
 RUNNING_BY_REPLICA = "SELECT replica, count(*) FROM {s}.runs WHERE status = 'running' GROUP BY 1"
+# Runs still running whose lease expired before the given instant: not swept yet.
+UNSWEPT_LEASES = (
+    "SELECT count(*) FROM {s}.runs WHERE status = 'running' AND lease_expires_at < to_timestamp(%s)"
+)
+SWEEP_PATIENCE = 60.0  # how much longer than the slack a late sweep is waited for
 ORPHANED_LEASES = (
     "SELECT max(lease_expires_at) FROM {s}.runs"
     " WHERE status = 'running' AND replica = %s AND claimed_at <= to_timestamp(%s)"
@@ -286,7 +291,18 @@ class Soak:
                     latest = max(latest, row[0].timestamp())
         while time.time() < latest + SWEEP_SLACK:
             time.sleep(0.5)
-        return time.time() - SWEEP_SLACK
+        # A loaded machine may delay a sweep past the slack: wait (bounded) until the
+        # leases expired by now are swept, so that only a sweep that never comes
+        # breaks the invariant, not a late one.
+        swept_by = time.time() - SWEEP_SLACK
+        with psycopg.connect(self.o.url, autocommit=True) as conn:
+            deadline = time.monotonic() + SWEEP_PATIENCE
+            while time.monotonic() < deadline:
+                (unswept,) = conn.execute(self._sql(UNSWEPT_LEASES), [swept_by]).fetchone() or (0,)
+                if not unswept:
+                    break
+                time.sleep(0.5)
+        return swept_by
 
     def _stop_all(self) -> dict[str, int]:
         for restart in self._restarts:
