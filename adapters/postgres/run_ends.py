@@ -1,0 +1,110 @@
+"""Ending runs on PostgreSQL: recording outcomes in a batch, failing the runs whose
+lease expired, and starting the queued runs either frees a slot for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from psycopg.rows import dict_row
+
+from adapters.postgres.events import read_task_refs, task_counts, task_refs, write_events
+from adapters.postgres.finishing import OutcomeBatch, counted_tasks
+from adapters.postgres.rows import to_run
+from adapters.postgres.transactions import PostgresStoreBase
+from application.ports import Freed
+from domain.errors import RunNotFound
+from domain.events import outcome_events
+from domain.instants import truncate
+from domain.runs import REPLICA_LOST, Run, RunOutcome
+
+
+class RunEnds(PostgresStoreBase):
+    """The outcomes and lost-lease sweep of `PostgresTaskStore`."""
+
+    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
+        runs = await self.finish_runs([(run_id, outcome)])
+        if not runs:
+            raise RunNotFound(run_id)
+        return runs[0]
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        return (await self._finish_runs(outcomes, None)).runs
+
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
+        return await self._finish_runs(outcomes, (now, replica))
+
+    async def _finish_runs(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], starting: tuple[datetime, str] | None
+    ) -> Freed:
+        """Two round trips, whatever the size of the batch: (BEGIN, lock the tasks
+        whose count may change, finish the runs), (count on the tasks, read the runs
+        that were not running, COMMIT); one more when a task of the batch has queued
+        runs to start (`_refill`)."""
+        batch = OutcomeBatch.of(outcomes)
+        if not batch:
+            return Freed([], [])
+        params = batch.params()
+        paused: list[UUID] = []
+        async with self._transaction() as conn:
+            # Tasks first, then runs and leases: the order a task's deletion takes.
+            locking = conn.cursor(row_factory=dict_row)
+            await locking.execute(
+                self._q["lock_counted_tasks"],
+                {"run_ids": params["run_ids"], "status": params["status"]},
+            )
+            refs = await read_task_refs(conn, self.schema, self._rules, batch.run_ids)
+            finishing = conn.cursor(row_factory=dict_row)
+            await finishing.execute(self._q["finish_runs"], params, binary=True)
+            queueing = await self._queues.send_queued_tasks(conn, params["run_ids"], starting)
+            locked = await locking.fetchall()
+            runs = {row["id"]: to_run(row) for row in await finishing.fetchall()}
+            ended = [runs[i] for i in batch.outcomes if i in runs]
+            if locked:
+                counted = counted_tasks(locked, ended)
+                if counted is not None:
+                    counted["channel"] = self.tasks_channel
+                    await conn.execute(self._q["count_outcomes"], counted)
+                    paused = [
+                        t for t, p in zip(counted["task_ids"], counted["paused"], strict=True) if p
+                    ]
+            events = outcome_events(self._rules, await task_refs(refs), task_counts(locked), ended)
+            await write_events(conn, self.schema, events)
+            missing = [run_id for run_id in batch.outcomes if run_id not in runs]
+            if missing:
+                unchanged = conn.cursor(row_factory=dict_row)
+                await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
+            writes, started = await self._queues.refill(conn, queueing, starting, paused)
+        if missing:  # read in the transaction, fetched after its COMMIT
+            runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
+        ordered = [runs[run_id] for run_id, _ in outcomes if run_id in runs]
+        return Freed(ordered, await writes.started(started))
+
+    async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        return (await self._expire_lost_runs(now, None)).runs
+
+    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
+        return await self._expire_lost_runs(now, (now, replica))
+
+    async def _expire_lost_runs(
+        self, now: datetime, starting: tuple[datetime, str] | None
+    ) -> Freed:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(
+                self._q["expire_lost_runs"],
+                {"now": now, "finished_at": truncate(now), "error": REPLICA_LOST},
+            )
+            lost = [to_run(row) for row in await cur.fetchall()]
+            if lost:
+                refs = await read_task_refs(conn, self.schema, self._rules, [r.id for r in lost])
+                events = outcome_events(self._rules, await task_refs(refs), {}, lost)
+                await write_events(conn, self.schema, events)
+            queueing = await self._queues.send_queued_tasks(
+                conn, [run.id for run in lost], starting
+            )
+            writes, started = await self._queues.refill(conn, queueing, starting, [])
+        return Freed(lost, await writes.started(started))

@@ -1,0 +1,112 @@
+"""Starting runs on PostgreSQL: claiming due tasks a batch at a time (leases counted
+under advisory locks), and manual runs."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from pydantic import ValidationError
+
+from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
+from adapters.postgres.events import write_events
+from adapters.postgres.rows import to_task
+from adapters.postgres.slots import SlotRead, SlotWrites, place_claim
+from adapters.postgres.transactions import PostgresStoreBase, Row
+from domain.claims import claim, claimed_task_fields, new_run, resolve_status
+from domain.errors import TaskNotFound
+from domain.events import claim_events
+from domain.instants import truncate
+from domain.overlap import Slots
+from domain.runs import ClaimedRun, RunStatus
+from domain.tasks import Task
+
+# The store's logger, named as before the store was split into parts.
+log = logging.getLogger("adapters.postgres.store")
+
+
+class RunStarts(PostgresStoreBase):
+    """The claims and manual runs of `PostgresTaskStore`."""
+
+    async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
+        claimed: list[ClaimedRun] = []
+        batch = ClaimBatch()
+        writes = SlotWrites()
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
+            decided = []
+            for row in await cur.fetchall():
+                task = valid_task(row)
+                if task is not None:
+                    decided.append((task, claim(task, now)))
+            reads = await self._queues.claim_slots(conn, decided, now)
+            for task, decision in decided:
+                if decision is None:
+                    # next_run_at disagrees with next_fire_at (a hand edit?): mended.
+                    batch.add(task.id, claimed_task_fields(task, None, None))
+                    continue
+                # catch_up "all": each earlier occurrence a run of its own, first.
+                occurrences = [
+                    *((e.status, e.scheduled_for, e.coalesced) for e in decision.earlier),
+                    (decision.status, decision.scheduled_for, decision.coalesced),
+                ]
+                read = reads.get(task.id) or SlotRead(Slots(task.max_running_instances, 0), [], [])
+                runs = place_claim(task, occurrences, read, now, replica, writes)
+                for run in runs[:-1]:
+                    batch.add_run(run)
+                batch.add(task.id, claimed_task_fields(task, decision, runs[-1]), runs[-1])
+                claimed += [ClaimedRun(task=task, run=run) for run in runs]
+            if batch:
+                await conn.execute(self._q["record_claims"], batch.params())
+            # After record_claims: a run this claim started may be the one replaced.
+            started = await writes.write(conn, self._q, now)
+            await write_events(conn, self.schema, claim_events(self._rules, claimed))
+            if writes.stop:
+                await self._notify(conn, self.cancel_channel, "replace")
+        return await writes.started(started) + claimed
+
+    async def _lease_counts(
+        self, conn: AsyncConnection[Any], task_ids: list[UUID], now: datetime
+    ) -> dict[UUID, int]:
+        """Lock the tasks' lease keys (sorted: two batches never wait on each other in a
+        cycle), then count their unexpired leases in a statement of its own, whose
+        snapshot is taken once every lock is held."""
+        if not task_ids:
+            return {}
+        keys = sorted({lease_lock_key(self.schema, task_id) for task_id in task_ids})
+        await conn.execute(self._q["lock_leases"], {"keys": keys})
+        cur = await conn.execute(self._q["count_leases"], {"task_ids": task_ids, "now": now})
+        return {task_id: count for task_id, count in await cur.fetchall()}
+
+    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._q["get_task"], {"id": task_id})
+            leases = await self._lease_counts(conn, [task_id], now)
+            row = await cur.fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            task = to_task(row)
+            status = resolve_status(
+                RunStatus.RUNNING, leases.get(task_id, 0), task.max_running_instances
+            )
+            run = new_run(task, now, replica, status, truncate(now), 1, manual=True)
+            await conn.execute(self._q["record_manual_run"], manual_run_params(run))
+            manual = ClaimedRun(task=task, run=run)
+            await write_events(conn, self.schema, claim_events(self._rules, [manual]))
+        return manual
+
+
+def valid_task(row: Row) -> Task | None:
+    """The task of a locked row, or None (logged) when it no longer validates: one bad
+    row must not stop every claim."""
+    try:
+        return to_task(row)
+    except ValidationError as exc:
+        log.error("task %s does not validate and is not claimed: %s", row.get("id"), exc)
+        return None

@@ -1,0 +1,133 @@
+"""Writing tasks on PostgreSQL: create, update, delete, and a batch of all three
+(`apply_tasks`), each in one transaction that records the history and sends NOTIFY."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+
+from adapters.postgres.rows import task_params, to_task, version_params
+from adapters.postgres.transactions import PostgresStoreBase
+from application.ports import TaskUpdate
+from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
+from domain.history import created as first_version
+from domain.overlap import CANCELLED_BY_DELETE, dropped_queue_error, keeps_queue
+from domain.tasks import Task
+
+
+class TaskWrites(PostgresStoreBase):
+    """The task writes of `PostgresTaskStore`."""
+
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
+        try:
+            async with self._transaction() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(self._q["insert_task"], task_params(task))
+                await conn.execute(
+                    self._q["insert_history"], version_params(first_version(task, actor))
+                )
+                row = await cur.fetchone()
+                await self._notify(conn, self.tasks_channel, task.id)
+        except psycopg.errors.UniqueViolation as exc:
+            raise _unique_violation(exc, task) from exc
+        assert row is not None
+        return to_task(row)
+
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
+        params = task_params(task) | {
+            "expected_version": expected_version,
+            "reschedule": reschedule,
+            "actor": actor,
+        }
+        try:
+            async with self._transaction() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(self._q["update_task"], params)
+                row = await cur.fetchone()
+                if row is None:
+                    await cur.execute(self._q["task_version"], {"id": task.id})
+                    found = await cur.fetchone()
+                    if found is None:
+                        raise TaskNotFound(task.id)
+                    raise VersionConflict(task.id, expected_version, found["version"])
+                if not keeps_queue(task):
+                    await self._queues.drop(
+                        conn, [task.id], dropped_queue_error(task), task.updated_at
+                    )
+                await self._notify(conn, self.tasks_channel, task.id)
+        except psycopg.errors.UniqueViolation as exc:
+            raise _unique_violation(exc, task) from exc
+        return to_task(row)
+
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
+        async with self._transaction() as conn:
+            await self._queues.drop(conn, [task_id], CANCELLED_BY_DELETE, at)
+            params = {"id": task_id, "at": at, "actor": actor}
+            cur = await conn.execute(self._q["delete_task"], params)
+            if await cur.fetchone() is None:
+                raise TaskNotFound(task_id)
+            await self._notify(conn, self.tasks_channel, task_id)
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        """One transaction whose statements go out batched (executemany in the pipeline):
+        a round trip per kind of write, however many tasks."""
+        try:
+            async with self._transaction() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                if deleted:
+                    await self._queues.drop(conn, list(deleted), CANCELLED_BY_DELETE, at)
+                    gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
+                    await cur.executemany(self._q["delete_task"], gone, returning=True)
+                    for task_id in deleted:
+                        if await cur.fetchone() is None:
+                            raise TaskNotFound(task_id)
+                        cur.nextset()
+                if updated:
+                    params = [
+                        task_params(u.task)
+                        | {
+                            "expected_version": u.expected_version,
+                            "reschedule": u.reschedule,
+                            "actor": actor,
+                        }
+                        for u in updated
+                    ]
+                    await cur.executemany(self._q["update_task"], params, returning=True)
+                    for update in updated:
+                        if await cur.fetchone() is None:
+                            raise VersionConflict(update.task.id, update.expected_version)
+                        cur.nextset()
+                    for update in updated:
+                        if not keeps_queue(update.task):
+                            error = dropped_queue_error(update.task)
+                            await self._queues.drop(conn, [update.task.id], error, at)
+                if created:
+                    await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
+                    versions = [version_params(first_version(t, actor)) for t in created]
+                    await cur.executemany(self._q["insert_history"], versions)
+                await self._notify(conn, self.tasks_channel, "apply")
+        except psycopg.errors.UniqueViolation as exc:
+            names = ", ".join(task.name for task in created)
+            raise DuplicateTaskName(names) from exc
+
+
+def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Exception:
+    if exc.diag.constraint_name == "tasks_name_key":
+        return DuplicateTaskName(task.name)
+    return ValueError(f"a task with id {task.id} already exists")

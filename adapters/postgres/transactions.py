@@ -1,0 +1,101 @@
+"""What every part of `PostgresTaskStore` stands on: its pool, bound queries and
+channels, transactions in pipeline mode, reads retried on a fresh connection, NOTIFY."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from adapters.postgres.errors import translated_errors
+from adapters.postgres.events import PostgresOutbox
+from adapters.postgres.pool import live_connection
+from adapters.postgres.queueing import Queues
+from domain.errors import StoreUnavailable
+from domain.events import EventRules
+
+# The store's logger, named as before the store was split into parts.
+log = logging.getLogger("adapters.postgres.store")
+
+Row = dict[str, Any]
+
+
+class PostgresStoreBase:
+    """The state and plumbing the parts of the store share (set by
+    `PostgresTaskStore.__init__`)."""
+
+    _pool: AsyncConnectionPool[Any]
+    schema: str
+    _rules: EventRules
+    outbox: PostgresOutbox
+    _q: dict[str, bytes]
+    tasks_channel: str
+    cancel_channel: str
+    _queues: Queues
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        async with translated_errors(), live_connection(self._pool) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """One transaction in pipeline mode: statements go out without waiting for each
+        other; a round trip happens only where a result is read, and at COMMIT.
+
+        BEGIN and COMMIT are plain statements in the pipeline (`conn.transaction()`
+        would add a Sync, so a round trip, at each end). On any exception the
+        transaction is rolled back, unless the connection itself is gone, in which case
+        the server has already rolled it back and the pool discards the connection.
+        """
+        async with self._connection() as conn:
+            try:
+                async with conn.pipeline():
+                    if conn.autocommit:  # otherwise psycopg queues the BEGIN itself
+                        await conn.execute(b"BEGIN", prepare=False)
+                    yield conn
+                    await conn.execute(b"COMMIT", prepare=False)
+            except BaseException:
+                if not conn.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.rollback()
+                raise
+
+    async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
+        rows = await self._all(query, params)
+        return rows[0] if rows else None
+
+    async def _all(self, query: str, params: dict[str, Any]) -> list[Row]:
+        """Run the named read `query` (see `_read`)."""
+        return await self._read(self._q[query], params)
+
+    async def _read(self, query: bytes, params: dict[str, Any]) -> list[Row]:
+        """Run one read. A connection that died while idle is skipped before use
+        (`live_connection`); one found dead only when the read was sent (it died just
+        then, or its network was cut) is retried on another, at most once per connection
+        the pool can hold: reading twice is harmless. Writes are never retried: one may
+        have reached the server."""
+        attempts = self._pool.max_size + 1
+        for attempt in range(1, attempts + 1):
+            conn: AsyncConnection[Any] | None = None
+            try:
+                async with live_connection(self._pool) as conn:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(query, params)
+                    return await cur.fetchall()
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if attempt < attempts and conn is not None and conn.closed:
+                    log.info("retrying a read on a new connection: %s", exc)
+                    continue
+                raise StoreUnavailable("the database is unavailable") from exc
+        raise AssertionError("unreachable")
+
+    async def _notify(self, conn: AsyncConnection[Any], channel: str, payload: object) -> None:
+        await conn.execute(self._q["notify"], {"channel": channel, "payload": str(payload)})
