@@ -1,0 +1,91 @@
+"""What every part of `InMemoryTaskStore` stands on: its tables, lock, notifier and
+outbox, and the lookups and run records the parts share."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from adapters.memory.outbox import MemoryOutbox
+from adapters.memory.slots import Lease, SlotBook
+from adapters.memory.waker import InMemoryNotifier
+from domain.claims import new_run
+from domain.errors import (
+    RunNotFound,
+    TaskNotFound,
+)
+from domain.events import EventRules, TaskRef
+from domain.history import TaskVersion
+from domain.outcomes import finished
+from domain.runs import Run, RunOutcome, RunStatus
+from domain.tasks import Task
+
+
+class MemoryStoreBase:
+    """The state the parts of the store share (set by `InMemoryTaskStore.__init__`), and
+    its internals: callers hold the lock where they write."""
+
+    notifier: InMemoryNotifier
+    _lock: asyncio.Lock
+    _rules: EventRules
+    outbox: MemoryOutbox
+    _tasks: dict[UUID, Task]
+    _names: dict[str, UUID]
+    _runs: dict[UUID, Run]
+    _leases: dict[UUID, Lease]  # by run id
+    _history: dict[UUID, list[TaskVersion]]  # by task id, oldest first
+    _slots: SlotBook
+
+    def _task(self, task_id: UUID) -> Task:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        return task
+
+    def _run(self, run_id: UUID) -> Run:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id)
+        return run
+
+    def _refs(self, runs: Sequence[Run]) -> dict[UUID, TaskRef]:
+        """What the event rules read of the tasks of `runs` (a deleted one left out)."""
+        return {
+            run.task_id: TaskRef.of(task)
+            for run in runs
+            if (task := self._tasks.get(run.task_id)) is not None
+        }
+
+    def _active_leases(self, task_id: UUID, now: datetime) -> int:
+        return sum(
+            1
+            for lease in self._leases.values()
+            if lease.task_id == task_id and lease.expires_at > now
+        )
+
+    def _record_run(
+        self,
+        task: Task,
+        now: datetime,
+        replica: str,
+        status: RunStatus,
+        scheduled_for: datetime,
+        coalesced: int,
+        *,
+        manual: bool = False,
+    ) -> Run:
+        run = new_run(task, now, replica, status, scheduled_for, coalesced, manual=manual)
+        return self._slots.record(run)
+
+    def _finish(self, run: Run, outcome: RunOutcome) -> Run:
+        ended = finished(run, outcome)
+        self._runs[run.id] = ended
+        self._leases.pop(run.id, None)
+        return ended
+
+
+def copy_task(task: Task) -> Task:
+    """A deep copy: no caller ever holds state the store holds."""
+    return task.model_copy(deep=True)

@@ -1,0 +1,124 @@
+"""Writing tasks in memory: create, update, delete, and a batch of all three
+(`apply_tasks`, all checked before any is written), each recording the history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from uuid import UUID
+
+from adapters.memory.state import MemoryStoreBase, copy_task
+from application.ports import TaskUpdate
+from domain.errors import (
+    DuplicateTaskName,
+    VersionConflict,
+)
+from domain.history import changed, created, deleted
+from domain.instants import truncate
+from domain.overlap import (
+    CANCELLED_BY_DELETE,
+    dropped_queue_error,
+    keeps_queue,
+)
+from domain.tasks import Task, TaskSpec
+
+_WRITABLE = tuple(TaskSpec.model_fields)
+_SCHEDULE = ("next_fire_at", "next_run_at", "consecutive_failures")
+
+
+class TaskWrites(MemoryStoreBase):
+    """The task writes of `InMemoryTaskStore`."""
+
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
+        async with self._lock:
+            stored = self._create(task, actor)
+        self.notifier.notify()
+        return copy_task(stored)
+
+    def _create(self, task: Task, actor: str | None) -> Task:
+        if task.name in self._names:
+            raise DuplicateTaskName(task.name)
+        if task.id in self._tasks:
+            raise ValueError(f"a task with id {task.id} already exists")
+        stored = copy_task(task.model_copy(update={"version": 1}))
+        self._tasks[task.id] = stored
+        self._names[task.name] = task.id
+        self._history[task.id] = [created(stored, actor)]
+        return stored
+
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
+        async with self._lock:
+            updated = self._update(task, expected_version, reschedule, actor)
+        self.notifier.notify()
+        return copy_task(updated)
+
+    def _update(
+        self, task: Task, expected_version: int, reschedule: bool, actor: str | None
+    ) -> Task:
+        stored = self._task(task.id)
+        if stored.version != expected_version:
+            raise VersionConflict(task.id, expected_version, stored.version)
+        owner = self._names.get(task.name)
+        if owner is not None and owner != task.id:
+            raise DuplicateTaskName(task.name)
+        fields = _WRITABLE + _SCHEDULE if reschedule else _WRITABLE
+        update = {name: getattr(task, name) for name in fields}
+        update |= {"version": stored.version + 1, "updated_at": task.updated_at}
+        updated = copy_task(stored.model_copy(update=update))
+        del self._names[stored.name]
+        self._names[updated.name] = updated.id
+        self._tasks[updated.id] = updated
+        self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
+        if not keeps_queue(updated):
+            self._slots.cancel_queue(updated.id, updated.updated_at, dropped_queue_error(updated))
+        return updated
+
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
+        async with self._lock:
+            self._delete(task_id, at, actor)
+        self.notifier.notify()
+
+    def _delete(self, task_id: UUID, at: datetime | None, actor: str | None) -> None:
+        task = self._task(task_id)
+        when = truncate(at or datetime.now(UTC))
+        self._history.setdefault(task_id, []).append(deleted(task, when, actor))
+        del self._tasks[task_id]
+        del self._names[task.name]
+        self._slots.cancel_queue(task_id, when, CANCELLED_BY_DELETE)
+        for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
+            del self._leases[run_id]
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        async with self._lock:
+            # Every check first, so that a failing one leaves everything as it was.
+            names = dict(self._names)
+            for task_id in deleted:
+                del names[self._task(task_id).name]
+            for update in updated:
+                stored = self._task(update.task.id)
+                if stored.version != update.expected_version:
+                    raise VersionConflict(stored.id, update.expected_version, stored.version)
+                del names[stored.name]
+            for task in [*created, *(update.task for update in updated)]:
+                if task.name in names:
+                    raise DuplicateTaskName(task.name)
+                names[task.name] = task.id
+            for task_id in deleted:
+                self._delete(task_id, at, actor)
+            for update in updated:
+                self._update(update.task, update.expected_version, update.reschedule, actor)
+            for task in created:
+                self._create(task, actor)
+        self.notifier.notify()
