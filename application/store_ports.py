@@ -1,0 +1,249 @@
+"""The storage ports: `TaskStore` (tasks, runs, leases, task history) and `EventStore`
+(the outbox of events). Adapters fill them; docstrings are the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from application.store_values import (
+    EventPageKey,
+    Freed,
+    RunFilter,
+    RunPageKey,
+    TaskFilter,
+    TaskPageKey,
+    TaskUpdate,
+)
+from domain.events import Delivery, Event, EventStatus
+from domain.history import TaskVersion
+from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
+from domain.tasks import Task
+
+
+class EventStore(Protocol):
+    """The outbox of events (`domain.events`). Events are written by the TaskStore
+    methods that record their causes, in the same transaction; this port delivers them.
+    Every decision (claimed, sent, retried, dropped) is the domain's."""
+
+    async def claim_events(self, now: datetime, limit: int) -> list[Event]:
+        """Atomically take up to `limit` pending events due at `now`, earliest first,
+        each as `domain.events.claimed` (or `lapsed`: past its deadline, DROPPED and
+        returned so, not to be sent). Two callers never take the same attempt."""
+        ...
+
+    async def record_deliveries(
+        self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
+    ) -> list[Event]:
+        """Settle attempts (event id, its `attempts` when claimed, how it went) with
+        `domain.events.attempted`, in one transaction. An attempt whose claim was taken
+        over meanwhile (attempts moved on) or that is no longer pending is left out."""
+        ...
+
+    async def list_events(
+        self, status: EventStatus | None, after: EventPageKey | None, limit: int
+    ) -> list[Event]:
+        """Events newest first by (created_at, id), strictly after `after`."""
+        ...
+
+    async def count_events(self, status: EventStatus) -> int: ...
+
+    async def delete_events_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` sent or dropped events finished before `cutoff`."""
+        ...
+
+
+class TaskStore(Protocol):
+    """Tasks, runs, leases and task history. Every mutation of a task notifies the
+    waker's channel in the same transaction, so engines wake as soon as the write is
+    visible, and records the version it makes in the task's history in that
+    transaction too (`domain.history`; `actor` is who asked, None for no one known)."""
+
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
+        """Insert `task` as given (version 1) and its history's version 1
+        (`domain.history.created`). Raises DuplicateTaskName."""
+        ...
+
+    async def get_task(self, task_id: UUID) -> Task:
+        """Raises TaskNotFound."""
+        ...
+
+    async def get_task_by_name(self, name: str) -> Task:
+        """Raises TaskNotFound."""
+        ...
+
+    async def list_tasks(
+        self, task_filter: TaskFilter, after: TaskPageKey | None, limit: int
+    ) -> list[Task]:
+        """Up to `limit` tasks matching the filter, ordered by (created_at, id), strictly
+        after the key `after` when given."""
+        ...
+
+    async def update_task(
+        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+    ) -> Task:
+        """Write the writable fields of `task` if the stored version is `expected_version`,
+        and bump the version and `updated_at` (to `task.updated_at`); record the version
+        (`domain.history.changed` of the stored task, cause api).
+
+        With `reschedule`, also write `next_fire_at`, `next_run_at` and
+        `consecutive_failures` from `task`; without it the stored values stay (a claim may
+        have advanced them meanwhile). When `task` may no longer keep a queue
+        (`domain.overlap.keeps_queue`: paused, or overlap skip), its queued runs are
+        cancelled in the same transaction. Raises TaskNotFound, VersionConflict,
+        DuplicateTaskName.
+        """
+        ...
+
+    async def delete_task(
+        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+    ) -> None:
+        """Delete the task and its leases, and cancel its queued runs
+        (`domain.overlap.CANCELLED_BY_DELETE`); its runs and history stay readable, the history
+        ending with the deletion (`domain.history.deleted`, at `at`, else the store's
+        clock). Raises TaskNotFound."""
+        ...
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[UUID],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        """In one transaction, all or nothing: create each of `created` as `create_task`
+        does, write each of `updated` as `update_task` does, delete each of `deleted` as
+        `delete_task` does (at `at`), with their history versions and one notification.
+        Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
+        nothing, when any one of them would."""
+        ...
+
+    async def task_history(
+        self, task_id: UUID, before_version: int | None, limit: int
+    ) -> list[TaskVersion]:
+        """Up to `limit` versions of the task (also of a deleted one), newest first, each
+        below `before_version` when given; [] for an id with no history."""
+        ...
+
+    async def task_version_at(self, task_id: UUID, at: datetime) -> TaskVersion | None:
+        """The version in force at `at`: the newest one made at or before it (its `state`
+        is the task then, None when it was deleted), or None when there was none yet."""
+        ...
+
+    async def delete_history_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` versions made before `cutoff` that no longer tell what was
+        in force at the cutoff (a later version was made by then) and deletions made
+        before it; return how many. What was in force at the cutoff is kept."""
+        ...
+
+    async def claim_due(self, now: datetime, limit: int, replica: str) -> list[ClaimedRun]:
+        """Atomically claim up to `limit` tasks with `enabled and next_run_at <= now`,
+        earliest first: apply `domain.claims.claim()` to each, then, under the task's
+        lease lock, `domain.overlap.plan()`: start the oldest queued runs the free slots
+        allow, and record each occurrence to call as the plan placed it (RUNNING with a
+        lease, QUEUED, SKIPPED; a replaced run in flight gets a cancel request with
+        `domain.overlap.replaced_by`, a replaced queued run is CANCELLED). Advance
+        `next_fire_at`/`next_run_at`, record the runs, commit. Returns the runs made and
+        the queued runs started (RUNNING, owned by `replica`). Two callers never receive
+        the same occurrence, nor start the same queued run.
+        """
+        ...
+
+    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+        """Record a manual run scheduled for `now` (also for a paused task), taking a lease
+        under the same `max_running_instances` rule (SKIPPED at the limit). The task's
+        schedule is untouched. Raises TaskNotFound."""
+        ...
+
+    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
+        """Record how a RUNNING run ended and free its lease. A scheduled (not manual) run
+        updates the task: success resets `consecutive_failures`; a failure increments it
+        and, at `pause_after_failures`, disables the task (a version of the task with cause
+        auto_pause and no actor, in its history). A run that is no longer
+        RUNNING (lost, already finished) is returned unchanged. Raises RunNotFound."""
+        ...
+
+    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
+        """Record a batch of outcomes in one transaction, each exactly as `finish_run`
+        would, one after the other in the order given: leases freed, a task's
+        `consecutive_failures` counted outcome by outcome (a task paused by one of them
+        counts the later ones as a paused task), a notification when a task pauses.
+
+        Returns, in the order given, the run of every known id as `finish_run` would
+        (a run no longer RUNNING unchanged; an id given twice is recorded once, then
+        returned as recorded); unknown ids are left out. Raises ValueError, before
+        writing anything, when an outcome is RUNNING."""
+        ...
+
+    async def finish_runs_starting(
+        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
+    ) -> Freed:
+        """`finish_runs`, and in the same transaction, for each task whose slot the batch
+        freed, start its oldest queued runs in the slots now free (`domain.overlap`),
+        owned by `replica` (the caller calls them). Queued runs of a task the batch
+        paused are cancelled instead."""
+        ...
+
+    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
+        """`expire_lost_runs`, and in the same transaction start queued runs in the slots
+        the lost runs freed, as `finish_runs_starting` does."""
+        ...
+
+    async def next_due_at(self) -> datetime | None:
+        """The earliest `next_run_at` of any enabled task."""
+        ...
+
+    async def get_run(self, run_id: UUID) -> Run:
+        """Raises RunNotFound."""
+        ...
+
+    async def list_runs(
+        self, task_id: UUID, status: RunStatus | None, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        """The task's runs, newest first by (scheduled_for, id), strictly after `after`."""
+        ...
+
+    async def list_all_runs(
+        self, run_filter: RunFilter, after: RunPageKey | None, limit: int
+    ) -> list[Run]:
+        """Runs of every task (deleted ones too) matching the filter, newest first by
+        (scheduled_for, id), strictly after `after`: a keyset, so a run is never listed
+        twice however runs are written between pages."""
+        ...
+
+    async def recent_runs(self, task_ids: Sequence[UUID], limit: int) -> dict[UUID, list[Run]]:
+        """The last `limit` runs of each task (as `list_runs` without status or key), in
+        one read; every id given is a key, a task without runs maps to []."""
+        ...
+
+    async def request_cancel(self, run_id: UUID) -> Run:
+        """Mark a RUNNING run's lease as cancel-requested and notify the engines; a
+        QUEUED run is CANCELLED at once (uncalled) and returned so. Raises RunNotFound,
+        RunNotRunning (for a finished run)."""
+        ...
+
+    async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:
+        """Which of `run_ids` have a cancel request on their lease, each with the error
+        it asks the run to end with (None: `domain.overlap.CANCELLED_BY_REQUEST`)."""
+        ...
+
+    async def cancel_requested(self, run_ids: Collection[UUID]) -> set[UUID]:
+        """Which of `run_ids` have a cancel request on their lease."""
+        ...
+
+    async def expire_lost_runs(self, now: datetime) -> list[Run]:
+        """Mark RUNNING runs whose lease expired before `now` as FAILED with the error
+        "replica lost", free their leases, and return them."""
+        ...
+
+    async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
+        """Delete up to `batch` finished runs scheduled before `cutoff`; return how many."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable unless the store answers."""
+        ...
