@@ -1,4 +1,8 @@
-"""Use cases: what people and services ask of the scheduler through the API or CLI."""
+"""Use cases: what people and services ask of the scheduler through the API or CLI.
+
+`SchedulingService` is their one entry; the larger ones live in modules of their own
+(`task_listing`, `run_listing`, `history`, `explain`, `previews`), and the bounds every
+one checks in `bounds`."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
+from application.bounds import check_count, check_limit, in_range
 from application.explain import explain, explainable
 from application.history import task_history
 from application.pagination import Page, decode_cursor, encode_cursor
@@ -22,6 +27,7 @@ from application.ports import (
     TaskFilter,
     TaskStore,
 )
+from application.previews import preview_trigger
 from application.run_listing import list_all_runs
 from application.task_listing import list_tasks
 from domain.calendars import Calendar
@@ -42,14 +48,11 @@ from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import (
-    TRIGGER_ADAPTER,
     OneShotTrigger,
     Trigger,
 )
 from domain.validation import field_errors
 
-MAX_PAGE = 500
-MAX_FIRE_TIMES = 100
 # Read-modify-write of pause/resume/patch retries this often on a concurrent change.
 _UPDATE_ATTEMPTS = 5
 
@@ -112,7 +115,7 @@ class SchedulingService:
     async def list_tasks(
         self, task_filter: TaskFilter, limit: int = 50, cursor: str | None = None
     ) -> Page[Task]:
-        _check_limit(limit)
+        check_limit(limit)
         return await list_tasks(self._store, task_filter, limit, cursor)
 
     async def update_task(
@@ -161,14 +164,14 @@ class SchedulingService:
         """What became of the occurrence at or just before `at` (default now): see
         `application.explain`."""
         now = truncate(self._clock.now())
-        instant = now if at is None else explainable(_in_range("at", at))
+        instant = now if at is None else explainable(in_range("at", at))
         return await explain(self._store, self.get_task, ref, instant, now)
 
     async def task_history(
         self, ref: str | UUID, limit: int = 50, cursor: str | None = None
     ) -> Page[TaskVersion]:
         """The task's versions, newest first: see `application.history`."""
-        _check_limit(limit)
+        check_limit(limit)
         return await task_history(self._store, self.get_task, ref, limit=limit, cursor=cursor)
 
     # -- runs -------------------------------------------------------------------
@@ -205,7 +208,7 @@ class SchedulingService:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[Run]:
-        _check_limit(limit)
+        check_limit(limit)
         task = await self.get_task(ref)
         after = None
         if cursor is not None:
@@ -234,7 +237,7 @@ class SchedulingService:
         self, *, limit: int = 50, cursor: str | None = None, **filters: Any
     ) -> Page[Run]:
         """Runs of every task, newest first: see `application.run_listing`."""
-        _check_limit(limit)
+        check_limit(limit)
         return await list_all_runs(
             self._store, self.get_task, limit=limit, cursor=cursor, **filters
         )
@@ -242,7 +245,7 @@ class SchedulingService:
     async def recent_runs(self, task_ids: Sequence[UUID], count: int) -> dict[UUID, list[Run]]:
         """The last `count` runs of each task, newest first, in one read (a page of
         tasks with their recent history, as the console's tasks page shows them)."""
-        _check_limit(count)
+        check_limit(count)
         return await self._store.recent_runs(task_ids, count)
 
     async def get_run(self, run_id: UUID) -> Run:
@@ -264,7 +267,7 @@ class SchedulingService:
     ) -> tuple[Task, AnnotatedFireTimes]:
         """The task's next `count` occurrences with their flags, from its next one, and
         the wall-time occurrences between them that do not fire."""
-        _check_count(count)
+        check_count(count)
         task = await self.get_task(ref)
         first = task.next_fire_at
         if first is None and not isinstance(task.trigger, OneShotTrigger):
@@ -294,29 +297,7 @@ class SchedulingService:
     ) -> tuple[Trigger, AnnotatedFireTimes]:
         """`preview`, with each fire time's flags and what did not fire. `calendars` are
         calendars given inline, for trying a policy before any calendar is stored."""
-        _check_count(count)
-        if isinstance(trigger, dict):
-            try:
-                trigger = TRIGGER_ADAPTER.validate_python(trigger)
-            except ValidationError as exc:
-                raise InvalidRequest.of(field_errors(exc, prefix="trigger")) from None
-        named: dict[str, Calendar] = {}
-        for index, calendar in enumerate(calendars):
-            if calendar.name in named:
-                raise InvalidRequest(f"calendars.{index}.name", "names a calendar twice")
-            named[calendar.name] = calendar
-        ref = getattr(trigger, "calendar", None)
-        if ref is not None and ref.name not in named:
-            raise InvalidRequest(
-                "trigger.calendar.name",
-                f"no calendar named {ref.name!r}; give it in calendars to preview it",
-            )
-        if after is not None and after.tzinfo is None:
-            raise InvalidRequest("after", "must carry a UTC offset")
-        start = _in_range("after", after) if after is not None else truncate(self._clock.now())
-        trigger = complete_trigger(trigger, start)
-        floor = start if after is not None else start - SECOND
-        return trigger, trigger.annotated(floor, count, named)
+        return preview_trigger(trigger, count, after, calendars, self._clock)
 
     # -- internals --------------------------------------------------------------
 
@@ -391,22 +372,3 @@ def _as_uuid(ref: str | UUID) -> UUID | None:
         return UUID(ref)
     except ValueError:
         return None
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
-
-
-def _check_count(count: int) -> None:
-    if not 1 <= count <= MAX_FIRE_TIMES:
-        raise InvalidRequest("count", f"must be between 1 and {MAX_FIRE_TIMES}")
-
-
-def _in_range(field: str, instant: datetime) -> datetime:
-    """`instant` in whole UTC seconds. Raises InvalidRequest naming `field` when its UTC
-    reading falls outside the years datetime can hold (year 1 with a positive offset)."""
-    try:
-        return truncate(instant)
-    except OverflowError:
-        raise InvalidRequest(field, "is out of range once read in UTC") from None
