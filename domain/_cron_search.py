@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from domain._cron import CronSchedule
+from domain._cron_schedule import CronSchedule
 from domain._wallclock import (
     FOLD_SECOND,
     GAP_SHIFTED,
