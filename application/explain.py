@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
+from application.calendars import SchedulerStore, calendars_for
 from application.history import task_id_of
 from application.ports import RunFilter, TaskStore
 from domain.errors import InvalidRequest
@@ -45,7 +46,7 @@ def explainable(instant: datetime) -> datetime:
 
 
 async def explain(
-    store: TaskStore,
+    store: SchedulerStore,
     find_task: Callable[[str | UUID], Awaitable[Task]],
     ref: str | UUID,
     at: datetime,
@@ -59,7 +60,9 @@ async def explain(
     spec = spec_of(in_force)
     if spec is None:
         return not_scheduled(None, f"the task was deleted at {stamp(in_force.at)}", in_force)
-    occurrence = latest_fire_at_or_before(spec.trigger, at)
+    # The calendar as it is now (calendars keep no history; one deleted since reads empty).
+    calendars = await calendars_for(store, spec.trigger, strict=False)
+    occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
     if occurrence is None:
         detail = f"the trigger in force at {stamp(at)} had no fire time at or before it"
         return not_scheduled(None, detail, in_force)

@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 from pydantic import ValidationError
 
 from application.bounds import check_count, check_limit, in_range
+from application.calendars import SchedulerStore, calendars_for, check_named
 from application.explain import explain, explainable
 from application.history import task_history
 from application.pagination import Page, decode_cursor, encode_cursor
@@ -25,7 +26,6 @@ from application.ports import (
     RunDispatcher,
     RunPageKey,
     TaskFilter,
-    TaskStore,
 )
 from application.previews import preview_trigger
 from application.run_listing import list_all_runs
@@ -47,10 +47,7 @@ from domain.instants import truncate
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
-from domain.triggers import (
-    OneShotTrigger,
-    Trigger,
-)
+from domain.triggers import TRIGGER_ADAPTER, Calendars, OneShotTrigger, Trigger
 from domain.validation import field_errors
 
 # Read-modify-write of pause/resume/patch retries this often on a concurrent change.
@@ -62,7 +59,7 @@ class SchedulingService:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: SchedulerStore,
         executor: Executor,
         clock: Clock,
         dispatcher: RunDispatcher,
@@ -85,12 +82,23 @@ class SchedulingService:
         """
         now = truncate(self._clock.now())
         self._executor.check(spec.target, spec.notify)
-        return await self._store.create_task(self.new_task(spec, now), actor=actor)
+        calendars = await self.calendars_for(spec.trigger)
+        return await self._store.create_task(self.new_task(spec, now, calendars), actor=actor)
 
-    def new_task(self, spec: TaskSpec, now: datetime) -> Task:
+    async def calendars_for(
+        self, spec: Trigger, current: Trigger | None = None
+    ) -> dict[str, Calendar]:
+        """The stored calendars the triggers name: `spec`'s (one not stored is a 422 on
+        `trigger.calendar.name`) and, on a change, the replaced `current` one's."""
+        found = await calendars_for(self._store, spec)
+        if current is not None and current.calendar_ref() is not None:
+            found = {**await calendars_for(self._store, current, strict=False), **found}
+        return found
+
+    def new_task(self, spec: TaskSpec, now: datetime, calendars: Calendars = None) -> Task:
         """The task `spec` makes when created at `now`: due at its first fire time at or
         after now. Raises InvalidRequest for a one-shot already past its grace."""
-        self._reject_unknown_calendar(spec.trigger)
+        check_named(spec.trigger, calendars)
         trigger = complete_trigger(spec.trigger, now)
         task = Task(
             **spec.model_dump(exclude={"trigger"}),
@@ -100,7 +108,7 @@ class SchedulingService:
             updated_at=now,
         )
         self._reject_spent_one_shot(task, now)
-        return scheduled(task, now)
+        return scheduled(task, now, calendars=calendars)
 
     async def get_task(self, ref: str | UUID) -> Task:
         """The task with this id or, failing that, this name. Raises TaskNotFound."""
@@ -270,11 +278,12 @@ class SchedulingService:
         check_count(count)
         task = await self.get_task(ref)
         first = task.next_fire_at
+        calendars = await calendars_for(self._store, task.trigger, strict=False)
         if first is None and not isinstance(task.trigger, OneShotTrigger):
-            first = first_fire_at_or_after(task.trigger, self._clock.now())
+            first = first_fire_at_or_after(task.trigger, self._clock.now(), calendars)
         if first is None:
             return task, AnnotatedFireTimes()
-        return task, task.trigger.annotated(first - SECOND, count)
+        return task, task.trigger.annotated(first - SECOND, count, calendars)
 
     def preview(
         self,
@@ -299,6 +308,25 @@ class SchedulingService:
         calendars given inline, for trying a policy before any calendar is stored."""
         return preview_trigger(trigger, count, after, calendars, self._clock)
 
+    async def preview_stored(
+        self,
+        trigger: dict[str, Any] | Trigger,
+        count: int,
+        after: datetime | None = None,
+        calendars: Sequence[Calendar] = (),
+    ) -> tuple[Trigger, AnnotatedFireTimes]:
+        """`preview_annotated`, where a calendar the trigger names and `calendars` do not
+        lend is the stored one of that name (a 422 when none is stored)."""
+        if isinstance(trigger, dict):
+            try:
+                trigger = TRIGGER_ADAPTER.validate_python(trigger)
+            except ValidationError as exc:
+                raise InvalidRequest.of(field_errors(exc, prefix="trigger")) from None
+        ref = trigger.calendar_ref()
+        if ref is not None and all(calendar.name != ref.name for calendar in calendars):
+            calendars = [*calendars, *(await self.calendars_for(trigger)).values()]
+        return self.preview_annotated(trigger, count, after, calendars)
+
     # -- internals --------------------------------------------------------------
 
     async def _set_enabled(
@@ -317,14 +345,18 @@ class SchedulingService:
 
     async def _save(self, current: Task, spec: TaskSpec, actor: str | None = None) -> Task:
         """Write `spec` over `current`, rescheduling when what decides the schedule changed."""
-        task, reschedule = self.planned(current, spec)
+        calendars = await self.calendars_for(spec.trigger, current.trigger)
+        task, reschedule = self.planned(current, spec, calendars)
         return await self._store.update_task(
             task, current.version, reschedule=reschedule, actor=actor
         )
 
-    def planned(self, current: Task, spec: TaskSpec) -> tuple[Task, bool]:
+    def planned(
+        self, current: Task, spec: TaskSpec, calendars: Calendars = None
+    ) -> tuple[Task, bool]:
         """`current` with `spec` written over it, as `_save` writes it, and whether its
         schedule is written too. Raises InvalidRequest for a one-shot past its grace."""
+        check_named(spec.trigger, calendars)
         now = truncate(self._clock.now())
         trigger_changed = spec.trigger != current.trigger
         trigger = complete_trigger(spec.trigger, now) if trigger_changed else current.trigger
@@ -332,9 +364,9 @@ class SchedulingService:
         resumed = spec.enabled and not current.enabled
         if trigger_changed or resumed or spec.enabled != current.enabled:
             if trigger_changed:
-                self._reject_unknown_calendar(trigger)
                 self._reject_spent_one_shot(task, now)
-            task = rescheduled(task, current.trigger, now, fired_before=not trigger_changed)
+            fired_before = not trigger_changed
+            task = rescheduled(task, current.trigger, now, fired_before, calendars)
             if resumed:
                 task = task.model_copy(update={"consecutive_failures": 0})
             return task, True
@@ -342,13 +374,6 @@ class SchedulingService:
             task = task.model_copy(update={"next_run_at": run_instant(task, task.next_fire_at)})
             return task, True
         return task, False
-
-    def _reject_unknown_calendar(self, trigger: Trigger) -> None:
-        """No calendar is stored yet, so a trigger naming one names one that does not
-        exist (docs/api.md: a 422). The calendars resource replaces this with a lookup."""
-        ref = getattr(trigger, "calendar", None)
-        if ref is not None:
-            raise InvalidRequest("trigger.calendar.name", f"no calendar named {ref.name!r} exists")
 
     def _reject_spent_one_shot(self, task: Task, now: datetime) -> None:
         trigger = task.trigger

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskStore, TaskUpdate
+from application.calendars import SchedulerStore, stored_calendars
+from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskUpdate
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
@@ -49,7 +50,7 @@ class TaskSync:
     (whose rules for a new task and for a change they reuse)."""
 
     def __init__(
-        self, store: TaskStore, executor: Executor, clock: Clock, service: SchedulingService
+        self, store: SchedulerStore, executor: Executor, clock: Clock, service: SchedulingService
     ) -> None:
         self._store = store
         self._executor = executor
@@ -77,11 +78,13 @@ class TaskSync:
                 current = await self._store.get_task_by_name(spec.name)
             except TaskNotFound:
                 current = None
+            replaced = None if current is None else current.trigger
+            calendars = await self._service.calendars_for(spec.trigger, replaced)
             if current is None:
                 if if_match is not None or must_exist:
                     raise PreconditionNotMet(f"no task named {spec.name!r} exists (If-Match)")
                 try:
-                    task = self._service.new_task(spec, now)
+                    task = self._service.new_task(spec, now, calendars)
                     return await self._store.create_task(task, actor=actor), True
                 except DuplicateTaskName:
                     continue  # created meanwhile: replace it instead
@@ -94,7 +97,7 @@ class TaskSync:
             wanted = carried(spec, current)
             if wanted == current.spec():
                 return current, False
-            task, reschedule = self._service.planned(current, wanted)
+            task, reschedule = self._service.planned(current, wanted, calendars)
             try:
                 updated = await self._store.update_task(
                     task, current.version, reschedule=reschedule, actor=actor
@@ -129,6 +132,10 @@ class TaskSync:
         for _ in range(_ATTEMPTS):
             now = truncate(self._clock.now())
             stored = {task.name: task for task in await self._all_tasks()}
+            # Every calendar the specs name, in one read; one not stored is a 422 on
+            # `tasks[i].trigger.calendar.name`, raised below by new_task or planned.
+            triggers = [spec.trigger for spec in specs] + [t.trigger for t in stored.values()]
+            calendars = await stored_calendars(self._store, triggers)
             result = ApplyResult()
             created: list[Task] = []
             updated: list[TaskUpdate] = []
@@ -136,14 +143,14 @@ class TaskSync:
                 current = stored.get(spec.name)
                 with _prefixed(i):
                     if current is None:
-                        created.append(self._service.new_task(spec, now))
+                        created.append(self._service.new_task(spec, now, calendars))
                         result.created.append(spec.name)
                         continue
                     wanted = carried(spec, current)
                     if wanted == current.spec():
                         result.unchanged.append(spec.name)
                         continue
-                    task, reschedule = self._service.planned(current, wanted)
+                    task, reschedule = self._service.planned(current, wanted, calendars)
                 updated.append(TaskUpdate(task, current.version, reschedule))
                 result.updated.append(spec.name)
             deleted = []

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date, timedelta
-from typing import Annotated, Any, Literal
+from datetime import date, datetime, timedelta
+from typing import Annotated, Any, Literal, Self
+from uuid import UUID
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticCustomError
@@ -100,6 +101,11 @@ class Calendar(BaseModel):
         self._yearly = frozenset((int(text[:2]), int(text[3:])) for text in self.yearly)
         self._weekdays = frozenset(WEEKDAY_NAMES.index(name) for name in self.weekdays)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy validated anew: the date sets are derived from the fields, so a copy
+        with changed fields must derive them again (pydantic's copy would not)."""
+        return self.model_validate({**dict(self), **(update or {})})
+
     def __contains__(self, day: object) -> bool:
         if not isinstance(day, date):
             return False
@@ -158,3 +164,27 @@ def calendar_for(ref: CalendarRef, calendars: Mapping[str, Calendar] | None) -> 
     if found is None:
         raise CalendarMissing(ref.name)
     return found
+
+
+class StoredCalendar(Calendar):
+    """A calendar as the store keeps it (`/calendars`): the value, with its identity and
+    the version every change bumps (the `ETag`, and what the claim path caches by)."""
+
+    id: UUID
+    version: int = 1
+    created_at: datetime
+    updated_at: datetime
+
+    def value(self) -> Calendar:
+        """The calendar alone, as a trigger is handed it."""
+        return Calendar.model_validate(self.model_dump(include=set(CALENDAR_FIELDS)))
+
+
+# The fields a client writes (POST, PUT, PATCH); the rest are the store's.
+CALENDAR_FIELDS = tuple(Calendar.model_fields)
+
+
+def empty_calendar(name: str) -> Calendar:
+    """A calendar holding no date: what a trigger naming a calendar that is gone reads
+    (explain after a deletion), so that it fires as if it named none."""
+    return Calendar(name=name)

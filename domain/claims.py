@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from domain.instants import truncate
 from domain.runs import Run, RunStatus
 from domain.tasks import HttpTarget, OAuth2ClientCredentials, Task
-from domain.triggers import CalendarTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from domain.triggers import Calendars, CalendarTrigger, IntervalTrigger, OneShotTrigger, Trigger
 
 SECOND = timedelta(seconds=1)
 # Slack on every lease so that a run finishing at its very deadline still owns its slot.
@@ -79,13 +79,18 @@ def run_instant(task: Task, occurrence: datetime | None) -> datetime | None:
     return occurrence + jitter_offset(task.id, occurrence, task.jitter_seconds)
 
 
-def first_fire_at_or_after(trigger: Trigger, instant: datetime) -> datetime | None:
+def first_fire_at_or_after(
+    trigger: Trigger, instant: datetime, calendars: Calendars = None
+) -> datetime | None:
     """The first fire time at or after `instant` (create, resume, trigger change)."""
-    return trigger.next_fire_time(truncate(instant) - SECOND)
+    return trigger.next_fire_time(truncate(instant) - SECOND, calendars)
 
 
 def initial_fire_at(
-    trigger: Trigger, now: datetime, misfire_grace_seconds: int | None
+    trigger: Trigger,
+    now: datetime,
+    misfire_grace_seconds: int | None,
+    calendars: Calendars = None,
 ) -> datetime | None:
     """The first occurrence a new or resumed task is due for.
 
@@ -99,7 +104,7 @@ def initial_fire_at(
             if misfire_grace_seconds is None or late <= timedelta(seconds=misfire_grace_seconds):
                 return run_at
             return None
-    return first_fire_at_or_after(trigger, now)
+    return first_fire_at_or_after(trigger, now, calendars)
 
 
 def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
@@ -116,7 +121,9 @@ def complete_trigger(trigger: Trigger, now: datetime) -> Trigger:
     return trigger
 
 
-def scheduled(task: Task, now: datetime, *, fired_before: bool = False) -> Task:
+def scheduled(
+    task: Task, now: datetime, *, fired_before: bool = False, calendars: Calendars = None
+) -> Task:
     """`task` with `next_fire_at`/`next_run_at` set as on create or resume: a disabled
     task, or a one-shot that has fired already (`fired_before` and a `last_run_at`), is
     due never; any other at `initial_fire_at`, plus its jitter."""
@@ -124,27 +131,35 @@ def scheduled(task: Task, now: datetime, *, fired_before: bool = False) -> Task:
     if task.enabled:
         spent = fired_before and isinstance(task.trigger, OneShotTrigger) and task.last_run_at
         if not spent:
-            next_fire_at = initial_fire_at(task.trigger, now, task.misfire_grace_seconds)
+            next_fire_at = initial_fire_at(task.trigger, now, task.misfire_grace_seconds, calendars)
     return task.model_copy(
         update={"next_fire_at": next_fire_at, "next_run_at": run_instant(task, next_fire_at)}
     )
 
 
-def rescheduled(task: Task, previous: Trigger, now: datetime, *, fired_before: bool) -> Task:
+def rescheduled(
+    task: Task,
+    previous: Trigger,
+    now: datetime,
+    fired_before: bool,
+    calendars: Calendars = None,
+) -> Task:
     """`task` planned again on resume or on a trigger change at `now` (docs/api.md "When
     the first occurrence is"): as `scheduled`, except that when the schedule being
     replaced (`previous`) has an occurrence in this very second, planning starts at the
     next second. That occurrence may have been claimed already, and claiming the second
-    again would make a second run with the same `Idempotency-Key`."""
+    again would make a second run with the same `Idempotency-Key`. `calendars` holds
+    those both triggers name."""
     now = truncate(now)
     one_shot = isinstance(task.trigger, OneShotTrigger)
-    if not one_shot and first_fire_at_or_after(previous, now) == now:
+    if not one_shot and first_fire_at_or_after(previous, now, calendars) == now:
         now += SECOND
-    return scheduled(task, now, fired_before=fired_before)
+    return scheduled(task, now, fired_before=fired_before, calendars=calendars)
 
 
-def claim(task: Task, now: datetime) -> ClaimDecision | None:
+def claim(task: Task, now: datetime, calendars: Calendars = None) -> ClaimDecision | None:
     """Decide what claiming `task` at `now` means, or None when it is not due.
+    `calendars` holds the calendar the task's trigger names, if it names one.
 
     Every occurrence whose jittered instant is at or before `now` is due; they fold
     into one run for the latest of them, and the misfire grace is measured from that
@@ -157,7 +172,7 @@ def claim(task: Task, now: datetime) -> ClaimDecision | None:
     due_at = run_instant(task, first)
     if due_at is None or due_at > now:
         return None
-    count, latest, following = _advance(task, first, now)
+    count, latest, following = _advance(task, first, now, calendars)
     next_run_at = run_instant(task, following)
     lateness = now - (run_instant(task, latest) or latest)
     grace = task.misfire_grace_seconds
@@ -180,19 +195,24 @@ def claim(task: Task, now: datetime) -> ClaimDecision | None:
         next_fire_at=following,
         next_run_at=next_run_at,
         lateness=lateness,
-        earlier=_catch_up(task, first, now, count, latest),
+        earlier=_catch_up(task, first, now, count, latest, calendars),
     )
 
 
 def _catch_up(
-    task: Task, first: datetime, now: datetime, count: int, latest: datetime
+    task: Task,
+    first: datetime,
+    now: datetime,
+    count: int,
+    latest: datetime,
+    calendars: Calendars = None,
 ) -> tuple[EarlierRun, ...]:
     """The runs before the latest's of a `catch_up: "all"` backlog of `count` due
     occurrences from `first` to `latest`: each of the newest `max_catch_up` (the latest's
     among them) within the grace a RUNNING run of its own, oldest first, after one MISSED
     run standing for every older occurrence (at the latest of those)."""
     grace = task.misfire_grace_seconds
-    tail = _newest(task, first, count, latest, task.max_catch_up + 1)
+    tail = _newest(task, first, count, latest, task.max_catch_up + 1, calendars)
     # The extra one (when the backlog is longer than max_catch_up) folds whatever
     # its grace, as does everything before it.
     kept = tail[-task.max_catch_up :]
@@ -214,12 +234,19 @@ def _catch_up(
     return tuple(runs)
 
 
-def _newest(task: Task, first: datetime, count: int, latest: datetime, keep: int) -> list[datetime]:
+def _newest(
+    task: Task,
+    first: datetime,
+    count: int,
+    latest: datetime,
+    keep: int,
+    calendars: Calendars = None,
+) -> list[datetime]:
     """The newest `keep` of the `count` due occurrences from `first` to `latest`, oldest
     first. An interval steps back by arithmetic; other triggers are walked from `first`
     (as `_advance` did, so no dearer); past MAX_COUNTED_OCCURRENCES only `latest` is known."""
     trigger = task.trigger
-    if isinstance(trigger, IntervalTrigger):
+    if isinstance(trigger, IntervalTrigger) and trigger.calendar is None:
         every = timedelta(seconds=trigger.every)
         return [latest - steps * every for steps in range(min(keep, count) - 1, -1, -1)]
     if count >= MAX_COUNTED_OCCURRENCES:
@@ -228,11 +255,13 @@ def _newest(task: Task, first: datetime, count: int, latest: datetime, keep: int
     occurrence: datetime | None = first
     while occurrence is not None and occurrence <= latest:
         newest.append(occurrence)
-        occurrence = trigger.next_fire_time(occurrence)
+        occurrence = trigger.next_fire_time(occurrence, calendars)
     return list(newest)
 
 
-def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime, datetime | None]:
+def _advance(
+    task: Task, first: datetime, now: datetime, calendars: Calendars = None
+) -> tuple[int, datetime, datetime | None]:
     """Count the due occurrences from `first`: (count, latest due, first not due)."""
     trigger = task.trigger
     jitter = timedelta(seconds=task.jitter_seconds)
@@ -240,7 +269,7 @@ def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime,
     # interval counts them by arithmetic, so a long downtime costs nothing.
     count, latest = 0, first
     occurrence: datetime | None = first
-    if isinstance(trigger, IntervalTrigger) and first <= now - jitter:
+    if isinstance(trigger, IntervalTrigger) and trigger.calendar is None and first <= now - jitter:
         every = timedelta(seconds=trigger.every)
         steps = (now - jitter - first) // every
         skipped_to = first + steps * every
@@ -254,23 +283,25 @@ def _advance(task: Task, first: datetime, now: datetime) -> tuple[int, datetime,
             break
         count, latest = count + 1, occurrence
         if count >= MAX_COUNTED_OCCURRENCES:
-            return count, *_jump(trigger, now)
-        occurrence = trigger.next_fire_time(occurrence)
+            return count, *_jump(trigger, now, calendars)
+        occurrence = trigger.next_fire_time(occurrence, calendars)
     return count, latest, occurrence
 
 
-def _jump(trigger: Trigger, now: datetime) -> tuple[datetime, datetime | None]:
+def _jump(
+    trigger: Trigger, now: datetime, calendars: Calendars = None
+) -> tuple[datetime, datetime | None]:
     """The latest occurrence at or before `now` and the one after, found without
     stepping through every occurrence (looking back ever further from `now`)."""
-    following = trigger.next_fire_time(now)
+    following = trigger.next_fire_time(now, calendars)
     back = SECOND
     while True:
-        candidate: datetime | None = trigger.next_fire_time(now - back)
+        candidate: datetime | None = trigger.next_fire_time(now - back, calendars)
         if candidate is not None and candidate <= now:
             # Step forward to the last one not after `now`.
-            nxt = trigger.next_fire_time(candidate)
+            nxt = trigger.next_fire_time(candidate, calendars)
             while nxt is not None and nxt <= now:
-                candidate, nxt = nxt, trigger.next_fire_time(nxt)
+                candidate, nxt = nxt, trigger.next_fire_time(nxt, calendars)
             return candidate, following
         back *= 2
 

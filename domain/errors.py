@@ -84,3 +84,35 @@ class StoreUnavailable(SchedulerError):
     safe either way: a claim that landed unseen only leaves runs that nobody calls, and
     they end "replica lost" when their leases expire (execution is at most once).
     """
+
+
+class CalendarNotFound(SchedulerError, LookupError):
+    def __init__(self, ref: UUID | str) -> None:
+        super().__init__(f"no calendar with id or name {str(ref)!r}")
+        self.ref = ref
+
+
+class DuplicateCalendarName(SchedulerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a calendar named {name!r} already exists")
+        self.name = name
+
+
+class CalendarInUse(SchedulerError):
+    """A calendar that tasks name cannot be deleted (docs/api.md, "Calendars")."""
+
+    def __init__(self, name: str, tasks: list[str]) -> None:
+        shown = ", ".join(repr(task) for task in tasks[:20])
+        more = f" and {len(tasks) - 20} more" if len(tasks) > 20 else ""
+        super().__init__(f"calendar {name!r} is named by tasks {shown}{more}; change them first")
+        self.name = name
+        self.tasks = tasks
+
+
+class CalendarVersionConflict(VersionConflict):
+    """The calendar changed since the version the caller read (a stale If-Match)."""
+
+    def __init__(self, name: str, expected: int, actual: int | None = None) -> None:
+        super().__init__(name, expected, actual)
+        found = "" if actual is None else f", it is at version {actual}"
+        self.args = (f"calendar {name!r} is not at version {expected}{found}",)

@@ -13,7 +13,7 @@ from enum import StrEnum
 from domain.history import TaskVersion
 from domain.runs import Run, RunStatus
 from domain.tasks import TaskSpec
-from domain.triggers import Trigger
+from domain.triggers import Calendars, Trigger
 
 SECOND = timedelta(seconds=1)
 # How far back the search for the occurrence at or before an instant looks: further
@@ -45,15 +45,17 @@ def stamp(instant: datetime) -> str:
     return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def latest_fire_at_or_before(trigger: Trigger, instant: datetime) -> datetime | None:
+def latest_fire_at_or_before(
+    trigger: Trigger, instant: datetime, calendars: Calendars = None
+) -> datetime | None:
     """The trigger's last fire time at or before `instant`, None within LOOKBACK."""
     back = SECOND
     while back <= LOOKBACK:
-        candidate = trigger.next_fire_time(instant - back)
+        candidate = trigger.next_fire_time(instant - back, calendars)
         if candidate is not None and candidate <= instant:
-            following = trigger.next_fire_time(candidate)
+            following = trigger.next_fire_time(candidate, calendars)
             while following is not None and following <= instant:
-                candidate, following = following, trigger.next_fire_time(following)
+                candidate, following = following, trigger.next_fire_time(following, calendars)
             return candidate
         back *= 2
     return None

@@ -108,3 +108,27 @@ def deleted(task: Task, at: datetime, actor: str | None) -> TaskVersion:
         changes={DELETED: (False, True)},
         state=None,
     )
+
+
+def calendar_replanned(
+    old: Task, new: Task, versions: tuple[int, int], actor: str | None
+) -> TaskVersion:
+    """The version a change of the calendar `old` names made (cause calendar): the
+    calendar's versions before and after, and `next_fire_at` when it moved. The writable
+    fields stay as they were."""
+    changes: dict[str, tuple[JsonValue, JsonValue]] = {"calendar": versions}
+    if old.next_fire_at != new.next_fire_at:
+        changes["next_fire_at"] = (_iso(old.next_fire_at), _iso(new.next_fire_at))
+    return TaskVersion(
+        task_id=new.id,
+        version=new.version,
+        at=new.updated_at,
+        actor=actor,
+        cause=ChangeCause.CALENDAR,
+        changes=changes,
+        state=state_of(new),
+    )
+
+
+def _iso(instant: datetime | None) -> str | None:
+    return None if instant is None else instant.strftime("%Y-%m-%dT%H:%M:%SZ")

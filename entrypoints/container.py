@@ -16,6 +16,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import Signer, parse_signing_secrets
 from adapters.memory import InMemoryTaskStore, InMemoryWaker
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
+from application.calendars import CalendarService
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
 from application.events import EventListing, EventSender, SenderSettings
@@ -146,6 +147,7 @@ class Container(containers.DeclarativeContainer):
         dispatcher=engine,
         replica=settings.provided.replica,
     )
+    calendars = providers.Singleton(CalendarService, store=task_store, clock=clock)
     sync = providers.Singleton(
         TaskSync, store=task_store, executor=executor, clock=clock, service=scheduling
     )

@@ -27,12 +27,13 @@ from apscheduler.executors.async_ import AsyncJobExecutor
 from adapters.apscheduler.passes import ClaimPasses
 from adapters.apscheduler.sync import EXECUTE, resync
 from adapters.apscheduler.triggers import ClockBridge
+from application.calendars import SchedulerStore
 from application.claim_pass import PassLoop, wait_for_waker, wait_or_stop
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
-from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
+from application.ports import Clock, Engine, Executor, RunDispatcher, Waker
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun
 
@@ -52,7 +53,7 @@ class APSchedulerEngine:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: SchedulerStore,
         waker: Waker,
         executor: Executor,
         clock: Clock,

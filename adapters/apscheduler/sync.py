@@ -9,14 +9,16 @@ paused, resumed, spent or deleted, a claim by another replica, a clock that jump
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from apscheduler import AsyncScheduler, CoalescePolicy, ConflictPolicy, Schedule
 
 from adapters.apscheduler.triggers import DomainTrigger
+from application.calendars import SchedulerStore, calendars_for
 from application.ports import TaskFilter, TaskPageKey, TaskStore
+from domain.calendars import Calendar
 from domain.tasks import Task
 
 # The APScheduler task every schedule runs: the engine's claim pass.
@@ -87,18 +89,27 @@ def _action(task: Task, schedule: Schedule | None, shift: timedelta) -> str | No
     return "arm"
 
 
-def schedule_trigger(task: Task, shift: timedelta) -> DomainTrigger:
-    """The trigger a schedule for `task` is armed with."""
-    return DomainTrigger(task.id, task.trigger, task.jitter_seconds, task.next_fire_at, shift)
+def schedule_trigger(
+    task: Task, shift: timedelta, calendars: Mapping[str, Calendar] | None = None
+) -> DomainTrigger:
+    """The trigger a schedule for `task` is armed with (`calendars`: those it names)."""
+    return DomainTrigger(
+        task.id, task.trigger, task.jitter_seconds, task.next_fire_at, shift, calendars
+    )
 
 
-async def apply(scheduler: AsyncScheduler, changes: Plan, shift: timedelta) -> None:
+async def apply(
+    scheduler: AsyncScheduler,
+    changes: Plan,
+    shift: timedelta,
+    calendars: Mapping[str, Calendar] | None = None,
+) -> None:
     """Make the planned changes. The job of every schedule is `EXECUTE(task_id=...)`:
     the task id is the only argument APScheduler holds."""
     for task in changes.arm:
         await scheduler.add_schedule(
             EXECUTE,
-            schedule_trigger(task, shift),
+            schedule_trigger(task, shift, calendars),
             id=str(task.id),
             kwargs={"task_id": str(task.id)},
             # Misfire and coalescing are our claim's decisions: one job per backlog,
@@ -114,13 +125,14 @@ async def apply(scheduler: AsyncScheduler, changes: Plan, shift: timedelta) -> N
         await scheduler.remove_schedule(schedule_id)
 
 
-async def resync(store: TaskStore, scheduler: AsyncScheduler, shift: timedelta) -> Plan:
+async def resync(store: SchedulerStore, scheduler: AsyncScheduler, shift: timedelta) -> Plan:
     """Read every task row, then plan and apply the changes; returns the plan."""
     tasks = await all_tasks(store)
+    calendars = await calendars_for(store, *(task.trigger for task in tasks), strict=False)
     # Nothing between reading the schedules and applying the plan suspends on the
     # in-memory data store, so APScheduler cannot acquire a schedule in between.
     changes = plan(tasks, await scheduler.get_schedules(), shift)
-    await apply(scheduler, changes, shift)
+    await apply(scheduler, changes, shift, calendars)
     return changes
 
 

@@ -13,7 +13,7 @@ shift fires at the wall instants that correspond to the clock's instants at armi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
@@ -22,6 +22,7 @@ from apscheduler import DeserializationError
 from apscheduler.abc import Trigger as APSchedulerTrigger
 
 from application.ports import Clock
+from domain.calendars import Calendar
 from domain.claims import jitter_offset
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
@@ -62,9 +63,11 @@ class DomainTrigger(APSchedulerTrigger):
         first: the task's `next_fire_at` (un-jittered); the first `next()` returns it,
             jittered. None for a trigger that never fires again.
         shift: added to every instant returned (see `ClockBridge`).
+        calendars: the calendar the trigger names, if it names one, as it was when the
+            schedule was armed (a change of it bumps the task's version, which re-arms).
     """
 
-    __slots__ = ("_first", "_jitter", "_last", "_shift", "_task_id", "_trigger")
+    __slots__ = ("_calendars", "_first", "_jitter", "_last", "_shift", "_task_id", "_trigger")
 
     def __init__(
         self,
@@ -73,7 +76,9 @@ class DomainTrigger(APSchedulerTrigger):
         jitter_seconds: int,
         first: datetime | None,
         shift: timedelta = timedelta(0),
+        calendars: Mapping[str, Calendar] | None = None,
     ) -> None:
+        self._calendars = dict(calendars or {})
         self._task_id = task_id
         self._trigger: Trigger = trigger
         self._jitter = jitter_seconds
@@ -91,7 +96,11 @@ class DomainTrigger(APSchedulerTrigger):
         return self._last
 
     def next(self) -> datetime | None:
-        occurrence = self._first if self._last is None else self._trigger.next_fire_time(self._last)
+        occurrence = (
+            self._first
+            if self._last is None
+            else self._trigger.next_fire_time(self._last, self._calendars)
+        )
         if occurrence is None:
             return None
         self._last = occurrence
@@ -107,6 +116,7 @@ class DomainTrigger(APSchedulerTrigger):
             "first": _iso(self._first),
             "last": _iso(self._last),
             "shift_ms": self._shift // MILLISECOND,
+            "calendars": [c.model_dump(mode="json") for c in self._calendars.values()],
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -120,6 +130,8 @@ class DomainTrigger(APSchedulerTrigger):
         self._first = _parse(state["first"])
         self._last = _parse(state["last"])
         self._shift = int(state["shift_ms"]) * MILLISECOND
+        held = (Calendar.model_validate(c) for c in state.get("calendars", []))
+        self._calendars = {calendar.name: calendar for calendar in held}
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,7 @@ class RunStarts(MemoryStoreBase):
             for task in due:
                 if len(claimed) >= limit:
                     break
-                decision = claim(task, now)
+                decision = claim(task, now, self._calendars)
                 if decision is None:
                     self._tasks[task.id] = task.model_copy(
                         update=claimed_task_fields(task, None, None)

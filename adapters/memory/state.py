@@ -11,8 +11,10 @@ from uuid import UUID
 from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.slots import Lease, SlotBook
 from adapters.memory.waker import InMemoryNotifier
+from domain.calendars import StoredCalendar
 from domain.claims import new_run
 from domain.errors import (
+    InvalidRequest,
     RunNotFound,
     TaskNotFound,
 )
@@ -37,6 +39,14 @@ class MemoryStoreBase:
     _leases: dict[UUID, Lease]  # by run id
     _history: dict[UUID, list[TaskVersion]]  # by task id, oldest first
     _slots: SlotBook
+    _calendars: dict[str, StoredCalendar]  # by name
+
+    def _check_calendar_named(self, task: Task) -> None:
+        """A task write naming a calendar that is not stored is a 422 (callers hold the
+        lock, so the calendar cannot go before the write lands)."""
+        ref = task.trigger.calendar_ref()
+        if ref is not None and ref.name not in self._calendars:
+            raise InvalidRequest("trigger.calendar.name", f"no calendar named {ref.name!r} exists")
 
     def _task(self, task_id: UUID) -> Task:
         task = self._tasks.get(task_id)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from uuid import UUID
 
+from adapters.memory.calendars import InMemoryCalendars
 from adapters.memory.cancels import Cancels
 from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.retention import Retention
@@ -25,13 +26,16 @@ from adapters.memory.slots import Lease, SlotBook
 from adapters.memory.task_reads import TaskReads
 from adapters.memory.task_writes import TaskWrites
 from adapters.memory.waker import InMemoryNotifier, InMemoryWaker
+from domain.calendars import StoredCalendar
 from domain.events import EventRules
 from domain.history import TaskVersion
 from domain.runs import Run
 from domain.tasks import Task
 
 
-class InMemoryTaskStore(TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Cancels, Retention):
+class InMemoryTaskStore(
+    TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Cancels, Retention, InMemoryCalendars
+):
     """A full `TaskStore` in one process. `notifier` is its wake-up channel; `outbox`
     its EventStore, written under the same lock as the causes of its events (`events`
     says which events a cause raises)."""
@@ -47,6 +51,7 @@ class InMemoryTaskStore(TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Can
         self._leases: dict[UUID, Lease] = {}  # by run id
         self._history: dict[UUID, list[TaskVersion]] = {}  # by task id, oldest first
         self._slots = SlotBook(self._runs, self._leases)
+        self._calendars: dict[str, StoredCalendar] = {}  # by name
 
     def new_waker(self) -> InMemoryWaker:
         """A waker that every mutation of this store wakes."""

@@ -40,6 +40,7 @@ class TaskWrites(MemoryStoreBase):
             raise DuplicateTaskName(task.name)
         if task.id in self._tasks:
             raise ValueError(f"a task with id {task.id} already exists")
+        self._check_calendar_named(task)
         stored = copy_task(task.model_copy(update={"version": 1}))
         self._tasks[task.id] = stored
         self._names[task.name] = task.id
@@ -63,6 +64,7 @@ class TaskWrites(MemoryStoreBase):
         owner = self._names.get(task.name)
         if owner is not None and owner != task.id:
             raise DuplicateTaskName(task.name)
+        self._check_calendar_named(task)
         fields = _WRITABLE + _SCHEDULE if reschedule else _WRITABLE
         update = {name: getattr(task, name) for name in fields}
         update |= {"version": stored.version + 1, "updated_at": task.updated_at}
@@ -115,6 +117,7 @@ class TaskWrites(MemoryStoreBase):
                 if task.name in names:
                     raise DuplicateTaskName(task.name)
                 names[task.name] = task.id
+                self._check_calendar_named(task)
             for task_id in deleted:
                 self._delete(task_id, at, actor)
             for update in updated:

@@ -12,6 +12,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
+from adapters.postgres.calendars import claim_calendars
 from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
 from adapters.postgres.events import write_events
 from adapters.postgres.rows import to_task
@@ -39,11 +40,9 @@ class RunStarts(PostgresStoreBase):
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._q["claim_due"], {"now": now, "limit": limit}, binary=True)
-            decided = []
-            for row in await cur.fetchall():
-                task = valid_task(row)
-                if task is not None:
-                    decided.append((task, claim(task, now)))
+            tasks = [t for row in await cur.fetchall() if (t := valid_task(row)) is not None]
+            calendars = await claim_calendars(conn, self._c, self._calendar_cache, tasks)
+            decided = [(task, claim(task, now, calendars)) for task in tasks]
             reads = await self._queues.claim_slots(conn, decided, now)
             for task, decision in decided:
                 if decision is None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.postgres.calendars import PostgresCalendars, calendar_statements
 from adapters.postgres.cancels import Cancels
 from adapters.postgres.events import PostgresOutbox
 from adapters.postgres.queries import bind_queries
@@ -38,7 +39,9 @@ def channels(schema: str) -> tuple[str, str]:
     return f"{schema}_tasks", f"{schema}_cancel"
 
 
-class PostgresTaskStore(TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Cancels, Retention):
+class PostgresTaskStore(
+    TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Cancels, Retention, PostgresCalendars
+):
     """Tasks, runs and leases in PostgreSQL. `pool` is opened and closed by its owner.
     `outbox` is the EventStore of the same schema; the events `events` says a claim or
     an outcome raises are written in the transaction that records it."""
@@ -54,6 +57,8 @@ class PostgresTaskStore(TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Can
         self._rules = events or EventRules()
         self.outbox = PostgresOutbox(pool, schema)
         self._q = bind_queries(schema)
+        self._c = calendar_statements(schema)
+        self._calendar_cache = {}
         self.tasks_channel, self.cancel_channel = channels(schema)
         self._queues = Queues(self._q, schema, valid_task)
 

@@ -10,6 +10,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
+from adapters.postgres.calendars import name_calendars, unknown_calendar
 from adapters.postgres.rows import task_params, to_task, version_params
 from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import TaskUpdate
@@ -30,10 +31,13 @@ class TaskWrites(PostgresStoreBase):
                 await conn.execute(
                     self._q["insert_history"], version_params(first_version(task, actor))
                 )
+                await name_calendars(conn, self._c, [task], created=True)
                 row = await cur.fetchone()
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
             raise _unique_violation(exc, task) from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise unknown_calendar(exc) from exc
         assert row is not None
         return to_task(row)
 
@@ -56,6 +60,7 @@ class TaskWrites(PostgresStoreBase):
                     if found is None:
                         raise TaskNotFound(task.id)
                     raise VersionConflict(task.id, expected_version, found["version"])
+                await name_calendars(conn, self._c, [task], created=False)
                 if not keeps_queue(task):
                     await self._queues.drop(
                         conn, [task.id], dropped_queue_error(task), task.updated_at
@@ -63,6 +68,8 @@ class TaskWrites(PostgresStoreBase):
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
             raise _unique_violation(exc, task) from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise unknown_calendar(exc) from exc
         return to_task(row)
 
     async def delete_task(
@@ -113,6 +120,7 @@ class TaskWrites(PostgresStoreBase):
                         if await cur.fetchone() is None:
                             raise VersionConflict(update.task.id, update.expected_version)
                         cur.nextset()
+                    await name_calendars(conn, self._c, [u.task for u in updated], created=False)
                     for update in updated:
                         if not keeps_queue(update.task):
                             error = dropped_queue_error(update.task)
@@ -121,10 +129,13 @@ class TaskWrites(PostgresStoreBase):
                     await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
                     versions = [version_params(first_version(t, actor)) for t in created]
                     await cur.executemany(self._q["insert_history"], versions)
+                    await name_calendars(conn, self._c, created, created=True)
                 await self._notify(conn, self.tasks_channel, "apply")
         except psycopg.errors.UniqueViolation as exc:
             names = ", ".join(task.name for task in created)
             raise DuplicateTaskName(names) from exc
+        except psycopg.errors.ForeignKeyViolation as exc:
+            raise unknown_calendar(exc) from exc
 
 
 def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Exception:

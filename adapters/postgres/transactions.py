@@ -18,6 +18,7 @@ from adapters.postgres.errors import translated_errors
 from adapters.postgres.events import PostgresOutbox
 from adapters.postgres.pool import live_connection
 from adapters.postgres.queueing import Queues
+from domain.calendars import StoredCalendar
 from domain.errors import StoreUnavailable
 from domain.events import EventRules
 
@@ -36,6 +37,8 @@ class PostgresStoreBase:
     _rules: EventRules
     outbox: PostgresOutbox
     _q: dict[str, bytes]
+    _c: dict[str, bytes]  # the calendar statements (adapters.postgres.calendars)
+    _calendar_cache: dict[str, StoredCalendar]  # what the claim path read, by name
     tasks_channel: str
     cancel_channel: str
     _queues: Queues

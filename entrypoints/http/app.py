@@ -8,11 +8,13 @@ from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from application.calendars import CalendarService
 from application.events import EventListing
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
+from entrypoints.http.calendars import CalendarController
 from entrypoints.http.console import console_router
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.events import EventController
@@ -54,6 +56,9 @@ def create_app(
     def event_listing() -> EventListing:
         return container.event_listing()
 
+    def calendars() -> CalendarService:
+        return container.calendars()
+
     def readiness() -> Readiness:
         return Readiness(container.task_store(), container.engine() if run_engine else None)
 
@@ -72,6 +77,7 @@ def create_app(
             RunController,
             EventController,
             TriggerController,
+            CalendarController,
         ],
         guards=[bearer_guard(settings.grants, limiter), nul_guard],
         security=SECURITY,
@@ -82,6 +88,7 @@ def create_app(
             "scheduling": Provide(scheduling, sync_to_thread=False),
             "sync": Provide(sync, sync_to_thread=False),
             "event_listing": Provide(event_listing, sync_to_thread=False),
+            "calendars": Provide(calendars, sync_to_thread=False),
             "actor": Provide(actor, sync_to_thread=False),
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),

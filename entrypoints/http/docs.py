@@ -17,7 +17,14 @@ from pydantic_core import core_schema
 
 from adapters.http.settings import package_version
 from application.ports import RenderedRequest
+from domain.calendars import Calendar
 from domain.tasks import TaskSpec
+from entrypoints.http.calendar_models import (
+    CalendarPage,
+    CalendarPatch,
+    CalendarResource,
+    CalendarTasks,
+)
 from entrypoints.http.links import add_examples, add_links
 from entrypoints.http.models import (
     FireTimes,
@@ -82,11 +89,14 @@ _DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TaskSpec, "validation"),
     (TaskPatch, "validation"),
     (PreviewRequest, "validation"),
+    (Calendar, "validation"),
+    (CalendarPatch, "validation"),
     (Problem, "validation"),
     *(
         (model, "serialization")
         for model in (TaskResource, RunResource, TaskPage, RunPage, FireTimes)
     ),
+    *((model, "serialization") for model in (CalendarResource, CalendarPage, CalendarTasks)),
     *((model, "serialization") for model in (RenderedRequest, Health, Ready)),
 ]
 # A model that reads differently from how it is written gets two schemas: the form a
@@ -287,6 +297,10 @@ def openapi_config() -> OpenAPIConfig:
             Tag(name="runs", description="Runs: one per occurrence or manual fire."),
             Tag(name="events", description="Events: what tasks tell, and their delivery."),
             Tag(name="triggers", description="Trigger previews."),
+            Tag(
+                name="calendars",
+                description="Calendars: dates that triggers exclude or roll around.",
+            ),
             Tag(name="operations", description="Health, readiness and metrics."),
         ],
     )

@@ -29,7 +29,8 @@ class TriggerController(Controller):
         summary="Preview a trigger's fire times",
         description="Nothing is created. Without `after`, the first fire time is the one a "
         "task created now would have (at or after now). With `annotate`, the answer adds "
-        "`occurrences` and `omitted`; `calendars` lends a trigger the calendar it names.",
+        "`occurrences` and `omitted`; `calendars` lends a trigger the calendar it names "
+        "(else the stored calendar of that name is used).",
         responses=errors(400, 415, 422, mutation=False),
     )
     async def preview(
@@ -37,7 +38,7 @@ class TriggerController(Controller):
         data: Annotated[PreviewRequest, BodyKwarg()],
         scheduling: NamedDependency[SchedulingService],
     ) -> FireTimes:
-        trigger, listed = scheduling.preview_annotated(
+        trigger, listed = await scheduling.preview_stored(
             data.trigger, data.count, data.after, data.calendars
         )
         if data.annotate:

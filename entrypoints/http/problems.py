@@ -13,6 +13,10 @@ from litestar.types import ExceptionHandlersMap
 from pydantic import BaseModel, ValidationError
 
 from domain.errors import (
+    CalendarInUse,
+    CalendarNotFound,
+    CalendarVersionConflict,
+    DuplicateCalendarName,
     DuplicateTaskName,
     InvalidRequest,
     PreconditionNotMet,
@@ -90,13 +94,16 @@ def not_found(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, A
 
 
 def conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    slug = "duplicate-name" if isinstance(exc, DuplicateTaskName) else "run-not-running"
-    return problem(409, slug, str(exc))
+    if isinstance(exc, CalendarInUse):
+        return problem(409, "calendar-in-use", str(exc), extra={"tasks": exc.tasks})
+    duplicate = isinstance(exc, DuplicateTaskName | DuplicateCalendarName)
+    return problem(409, "duplicate-name" if duplicate else "run-not-running", str(exc))
 
 
 def version_conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    return problem(412, "stale-version", f"{detail}; read the task again and retry")
+    what = "calendar" if isinstance(exc, CalendarVersionConflict) else "task"
+    return problem(412, "stale-version", f"{detail}; read the {what} again and retry")
 
 
 def precondition_not_met(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
@@ -168,6 +175,9 @@ def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     TaskNotFound: not_found,
+    CalendarNotFound: not_found,
+    DuplicateCalendarName: conflict,
+    CalendarInUse: conflict,
     RunNotFound: not_found,
     DuplicateTaskName: conflict,
     RunNotRunning: conflict,

@@ -1,0 +1,272 @@
+"""The CalendarStore port on PostgreSQL: the calendars part of `PostgresTaskStore`.
+
+A mixin over the store's plumbing (`_transaction`, `_read`, `_notify`). The tables are
+`calendars` and `task_calendars` (schemata.toml); the statements are composed here, not
+in queries.sql, since only this module runs them. The claim path keeps the calendars it
+was handed by version (`claim_calendars`): a pass reads only the calendars whose version
+moved, and one that claims no task naming a calendar reads none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.rows import dict_row
+
+from adapters.postgres.queries import JSON_COLUMNS, TASK_COLUMNS
+from adapters.postgres.rows import to_task, version_params
+from adapters.postgres.transactions import PostgresStoreBase
+from domain.calendars import Calendar, StoredCalendar, empty_calendar
+from domain.errors import (
+    CalendarInUse,
+    CalendarNotFound,
+    CalendarVersionConflict,
+    DuplicateCalendarName,
+    InvalidRequest,
+)
+from domain.replanning import calendar_name, replanned
+from domain.tasks import Task
+
+log = logging.getLogger(__name__)
+
+_COLUMNS = (
+    "id",
+    "name",
+    "description",
+    "dates",
+    "yearly",
+    "weekdays",
+    "version",
+    "created_at",
+    "updated_at",
+)
+_STATEMENTS = {
+    "insert": "INSERT INTO {schema}.calendars ({columns}) VALUES ({values}) RETURNING {columns}",
+    "by_name": "SELECT {columns} FROM {schema}.calendars WHERE name = %(name)s",
+    "by_id": "SELECT {columns} FROM {schema}.calendars WHERE id = %(id)s",
+    "lock": "SELECT {columns} FROM {schema}.calendars WHERE name = %(name)s FOR UPDATE",
+    "list": "SELECT {columns} FROM {schema}.calendars"
+    " WHERE %(after)s::text IS NULL OR name > %(after)s ORDER BY name LIMIT %(limit)s",
+    "named": "SELECT {columns} FROM {schema}.calendars WHERE name = ANY(%(names)s)",
+    # Only the calendars whose version is not the one the caller holds.
+    "moved": "SELECT {c_columns} FROM {schema}.calendars AS c"
+    " JOIN unnest(%(names)s::text[], %(versions)s::integer[]) AS k (name, version)"
+    " ON k.name = c.name WHERE k.version IS DISTINCT FROM c.version",
+    "update": "UPDATE {schema}.calendars SET description = %(description)s,"
+    " dates = %(dates)s, yearly = %(yearly)s, weekdays = %(weekdays)s,"
+    " version = %(version)s, updated_at = %(updated_at)s WHERE name = %(name)s",
+    "delete": "DELETE FROM {schema}.calendars WHERE name = %(name)s",
+    "task_names": "SELECT t.name FROM {schema}.task_calendars AS c"
+    " JOIN {schema}.tasks AS t ON t.id = c.task_id WHERE c.calendar = %(name)s ORDER BY t.name",
+    "lock_tasks": "SELECT {task_columns} FROM {schema}.tasks WHERE id IN"
+    " (SELECT task_id FROM {schema}.task_calendars WHERE calendar = %(name)s)"
+    " ORDER BY id FOR UPDATE",
+    "replan_tasks": "UPDATE {schema}.tasks AS t SET next_fire_at = r.next_fire_at,"
+    " next_run_at = r.next_run_at, version = r.version, updated_at = r.updated_at"
+    " FROM unnest(%(ids)s::uuid[], %(next_fire_at)s::timestamptz[],"
+    " %(next_run_at)s::timestamptz[], %(version)s::integer[], %(updated_at)s::timestamptz[])"
+    " AS r (id, next_fire_at, next_run_at, version, updated_at) WHERE t.id = r.id",
+    # A task's row in task_calendars follows its trigger: written when it names a
+    # calendar, removed when it no longer does.
+    "unname": "DELETE FROM {schema}.task_calendars"
+    " WHERE task_id = ANY(%(ids)s) AND NOT task_id = ANY(%(named)s)",
+    "name": "INSERT INTO {schema}.task_calendars (task_id, calendar)"
+    " SELECT * FROM unnest(%(named)s::uuid[], %(calendars)s::text[])"
+    " ON CONFLICT (task_id) DO UPDATE SET calendar = EXCLUDED.calendar"
+    " WHERE task_calendars.calendar <> EXCLUDED.calendar",
+}
+
+
+def calendar_statements(schema: str) -> dict[str, bytes]:
+    def task_column(name: str) -> sql.Composable:
+        if name in JSON_COLUMNS:
+            return sql.SQL("{}::text AS {}").format(sql.Identifier(name), sql.Identifier(name))
+        return sql.Identifier(name)
+
+    fields = {
+        "schema": sql.Identifier(schema),
+        "columns": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
+        "c_columns": sql.SQL(", ").join(sql.Identifier("c", name) for name in _COLUMNS),
+        "values": sql.SQL(", ").join(sql.Placeholder(name) for name in _COLUMNS),
+        "task_columns": sql.SQL(", ").join(map(task_column, TASK_COLUMNS)),
+    }
+    return {
+        name: sql.SQL(text).format(**fields).as_bytes(None) for name, text in _STATEMENTS.items()
+    }
+
+
+def _params(calendar: StoredCalendar) -> dict[str, Any]:
+    return {name: getattr(calendar, name) for name in _COLUMNS} | {
+        "dates": list(calendar.dates),
+        "yearly": list(calendar.yearly),
+        "weekdays": list(calendar.weekdays),
+    }
+
+
+def _calendar(row: dict[str, Any]) -> StoredCalendar:
+    return StoredCalendar.model_validate(row)
+
+
+class PostgresCalendars(PostgresStoreBase):
+    """Calendars beside the tasks of the PostgreSQL store that mixes this in."""
+
+    async def create_calendar(self, calendar: StoredCalendar) -> StoredCalendar:
+        try:
+            async with self._transaction() as conn:
+                cur = conn.cursor(row_factory=dict_row)
+                await cur.execute(self._c["insert"], _params(calendar) | {"version": 1})
+                row = await cur.fetchone()
+        except psycopg.errors.UniqueViolation as exc:
+            raise DuplicateCalendarName(calendar.name) from exc
+        assert row is not None
+        return _calendar(row)
+
+    async def get_calendar(self, name: str) -> StoredCalendar:
+        rows = await self._read(self._c["by_name"], {"name": name})
+        if not rows:
+            raise CalendarNotFound(name)
+        return _calendar(rows[0])
+
+    async def get_calendar_by_id(self, calendar_id: UUID) -> StoredCalendar:
+        rows = await self._read(self._c["by_id"], {"id": calendar_id})
+        if not rows:
+            raise CalendarNotFound(calendar_id)
+        return _calendar(rows[0])
+
+    async def list_calendars(self, after: str | None, limit: int) -> list[StoredCalendar]:
+        rows = await self._read(self._c["list"], {"after": after, "limit": limit})
+        return [_calendar(row) for row in rows]
+
+    async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
+        if not names:
+            return {}
+        rows = await self._read(self._c["named"], {"names": list(names)})
+        return {row["name"]: _calendar(row) for row in rows}
+
+    async def calendar_tasks(self, name: str) -> list[str]:
+        return [row["name"] for row in await self._read(self._c["task_names"], {"name": name})]
+
+    async def update_calendar(
+        self, calendar: StoredCalendar, expected_version: int, *, actor: str | None = None
+    ) -> tuple[StoredCalendar, int]:
+        """Three round trips whatever the number of tasks: lock the calendar, lock the
+        tasks naming it, write both (the tasks in one statement, their history batched)."""
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._c["lock"], {"name": calendar.name})
+            row = await cur.fetchone()
+            if row is None:
+                raise CalendarNotFound(calendar.name)
+            stored = _calendar(row)
+            if stored.version != expected_version:
+                raise CalendarVersionConflict(calendar.name, expected_version, stored.version)
+            new = calendar.model_copy(
+                update={
+                    "id": stored.id,
+                    "created_at": stored.created_at,
+                    "version": stored.version + 1,
+                }
+            )
+            await conn.execute(self._c["update"], _params(new))
+            await cur.execute(self._c["lock_tasks"], {"name": new.name})
+            tasks = [to_task(task_row) for task_row in await cur.fetchall()]
+            versions = (stored.version, new.version)
+            planned = [replanned(t, new, versions, new.updated_at, actor) for t in tasks]
+            if planned:
+                await conn.execute(
+                    self._c["replan_tasks"],
+                    {
+                        "ids": [task.id for task, _ in planned],
+                        "next_fire_at": [task.next_fire_at for task, _ in planned],
+                        "next_run_at": [task.next_run_at for task, _ in planned],
+                        "version": [task.version for task, _ in planned],
+                        "updated_at": [task.updated_at for task, _ in planned],
+                    },
+                )
+                history = conn.cursor()
+                await history.executemany(
+                    self._q["insert_history"], [version_params(v) for _, v in planned]
+                )
+                await self._notify(conn, self.tasks_channel, f"calendar:{new.name}")
+        self._calendar_cache[new.name] = new
+        return new, len(planned)
+
+    async def delete_calendar(self, name: str, expected_version: int | None = None) -> None:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            # The lock first: a task write naming the calendar waits for this one to end.
+            await cur.execute(self._c["lock"], {"name": name})
+            row = await cur.fetchone()
+            if row is None:
+                raise CalendarNotFound(name)
+            stored = _calendar(row)
+            if expected_version is not None and stored.version != expected_version:
+                raise CalendarVersionConflict(name, expected_version, stored.version)
+            await cur.execute(self._c["task_names"], {"name": name})
+            naming = [found["name"] for found in await cur.fetchall()]
+            if naming:
+                raise CalendarInUse(name, naming)
+            await conn.execute(self._c["delete"], {"name": name})
+        self._calendar_cache.pop(name, None)
+
+
+# -- for the task writes and the claim path ----------------------------------------------
+
+
+async def name_calendars(
+    conn: AsyncConnection[Any],
+    statements: dict[str, bytes],
+    tasks: Sequence[Task],
+    *,
+    created: bool,
+) -> None:
+    """Write the `task_calendars` rows of `tasks` in the transaction of their write
+    (a created task naming no calendar costs no statement)."""
+    named = [(task.id, name) for task in tasks if (name := calendar_name(task)) is not None]
+    if not created:
+        ids = [task.id for task in tasks]
+        await conn.execute(
+            statements["unname"], {"ids": ids, "named": [task_id for task_id, _ in named]}
+        )
+    if named:
+        await conn.execute(
+            statements["name"],
+            {"named": [task_id for task_id, _ in named], "calendars": [n for _, n in named]},
+        )
+
+
+async def claim_calendars(
+    conn: AsyncConnection[Any],
+    statements: dict[str, bytes],
+    cache: dict[str, StoredCalendar],
+    tasks: Sequence[Task],
+) -> dict[str, Calendar]:
+    """The calendars the claimed `tasks` name, from `cache` (the store's, by name),
+    reading in the claim's transaction only those whose version moved (none when no
+    task names one)."""
+    names = sorted({name for task in tasks if (name := calendar_name(task)) is not None})
+    if not names:
+        return {}
+    held = [cache[name].version if name in cache else None for name in names]
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(statements["moved"], {"names": names, "versions": held})
+    for row in await cur.fetchall():
+        cache[row["name"]] = _calendar(row)
+    found: dict[str, Calendar] = {}
+    for name in names:
+        if name not in cache:  # the foreign key keeps this from happening
+            log.error("calendar %r is named by a task but not stored", name)
+        found[name] = cache.get(name) or empty_calendar(name)
+    return found
+
+
+def unknown_calendar(exc: psycopg.errors.ForeignKeyViolation) -> InvalidRequest:
+    """A task write naming a calendar that is not stored (or went meanwhile)."""
+    detail = exc.diag.message_detail or ""
+    name = detail.split("=(", 1)[-1].split(")", 1)[0] if "=(" in detail else "?"
+    return InvalidRequest("trigger.calendar.name", f"no calendar named {name!r} exists")

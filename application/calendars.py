@@ -1,0 +1,206 @@
+"""Use cases of the `/calendars` resource (docs/api.md, "Calendars"), and the lookup of
+the calendars a trigger names, which every task use case goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+from uuid import UUID, uuid4
+
+from pydantic import ValidationError
+
+from application.calendar_store import CalendarStore
+from application.pagination import Page, decode_cursor, encode_cursor
+from application.patching import merge_patch
+from application.ports import Clock, TaskStore
+from domain.calendars import CALENDAR_FIELDS, Calendar, StoredCalendar, empty_calendar
+from domain.errors import CalendarNotFound, CalendarVersionConflict, InvalidRequest
+from domain.instants import truncate
+from domain.triggers import Trigger
+from domain.validation import field_errors
+
+MAX_PAGE = 500
+# Read-modify-write without If-Match retries this often on a concurrent change.
+_UPDATE_ATTEMPTS = 5
+
+
+class SchedulerStore(TaskStore, CalendarStore, Protocol):
+    """What both stores are: tasks, runs, history and calendars in one database."""
+
+
+async def calendars_for(
+    store: CalendarStore, *triggers: Trigger, strict: bool = True, field: str = "trigger"
+) -> dict[str, Calendar]:
+    """The stored calendars `triggers` name, by name. `strict`: a name not stored is an
+    InvalidRequest on `<field>.calendar.name` (docs/api.md: a 422); otherwise it reads
+    as a calendar holding no date (explaining a past occurrence of a task whose
+    calendar went)."""
+    names = {ref.name for trigger in triggers if (ref := trigger.calendar_ref()) is not None}
+    if not names:
+        return {}
+    found: dict[str, Calendar] = dict(await store.calendars_named(names))
+    for name in sorted(names - set(found)):
+        if strict:
+            raise InvalidRequest(f"{field}.calendar.name", f"no calendar named {name!r} exists")
+        found[name] = empty_calendar(name)
+    return found
+
+
+async def stored_calendars(
+    store: CalendarStore, triggers: Sequence[Trigger]
+) -> dict[str, StoredCalendar]:
+    """The stored calendars among those `triggers` name, in one read."""
+    names = {ref.name for trigger in triggers if (ref := trigger.calendar_ref()) is not None}
+    return await store.calendars_named(names) if names else {}
+
+
+def check_named(trigger: Trigger, calendars: Mapping[str, Calendar] | None) -> None:
+    """Raises InvalidRequest on `trigger.calendar.name` when the calendar the trigger
+    names is not among `calendars` (those `calendars_for` found stored)."""
+    ref = trigger.calendar_ref()
+    if ref is not None and (calendars is None or ref.name not in calendars):
+        raise InvalidRequest("trigger.calendar.name", f"no calendar named {ref.name!r} exists")
+
+
+class CalendarService:
+    """Create, read, change and delete calendars; a change re-plans the tasks naming it
+    (the store does that in the transaction of the change)."""
+
+    def __init__(self, store: CalendarStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def create(self, calendar: Calendar) -> StoredCalendar:
+        """Raises DuplicateCalendarName."""
+        now = truncate(self._clock.now())
+        stored = StoredCalendar(
+            **_fields(calendar), id=uuid4(), version=1, created_at=now, updated_at=now
+        )
+        return await self._store.create_calendar(stored)
+
+    async def get(self, ref: str | UUID) -> StoredCalendar:
+        """The calendar with this id or, failing that, this name. Raises CalendarNotFound."""
+        calendar_id = _as_uuid(ref)
+        if calendar_id is not None:
+            try:
+                return await self._store.get_calendar_by_id(calendar_id)
+            except CalendarNotFound:
+                pass
+        return await self._store.get_calendar(str(ref))
+
+    async def list_calendars(
+        self, limit: int = 50, cursor: str | None = None
+    ) -> Page[StoredCalendar]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
+        after = None
+        if cursor is not None:
+            after = decode_cursor(cursor).get("after")
+            if not isinstance(after, str):
+                raise InvalidRequest("cursor", "is not a calendar cursor")
+        found = await self._store.list_calendars(after, limit + 1)
+        next_cursor = None
+        if len(found) > limit:
+            found = found[:limit]
+            next_cursor = encode_cursor({"after": found[-1].name})
+        return Page(found, next_cursor)
+
+    async def tasks(self, ref: str | UUID) -> list[str]:
+        """The names of the tasks naming the calendar. Raises CalendarNotFound."""
+        return await self._store.calendar_tasks((await self.get(ref)).name)
+
+    async def patch(
+        self,
+        ref: str | UUID,
+        patch: dict[str, Any],
+        if_match: int | None = None,
+        *,
+        actor: str | None = None,
+    ) -> tuple[StoredCalendar, int]:
+        """A JSON merge patch (RFC 7396) of the writable fields; lists are replaced
+        whole. Returns the calendar and how many tasks were re-planned."""
+        if not isinstance(patch, dict):
+            raise InvalidRequest("body", "a merge patch must be a JSON object")
+
+        def change(current: StoredCalendar) -> Calendar:
+            merged = merge_patch(_fields(current, json=True), patch)
+            if merged.get("name") != current.name:
+                raise InvalidRequest("name", "a calendar's name does not change (tasks name it)")
+            return _validated(merged)
+
+        return await self._change(ref, change, if_match, actor)
+
+    async def replace(
+        self, name: str, calendar: Calendar, if_match: int | None = None, *, actor: str | None
+    ) -> tuple[StoredCalendar, int, bool]:
+        """PUT: create the calendar `name` names, or replace its writable fields whole.
+        Returns the calendar, how many tasks were re-planned and whether it was created."""
+        if calendar.name != name:
+            raise InvalidRequest("name", f"must be the name in the path, {name!r}")
+        try:
+            current = await self._store.get_calendar(name)
+        except CalendarNotFound:
+            if if_match is not None:
+                raise CalendarVersionConflict(name, if_match) from None
+            return await self.create(calendar), 0, True
+        stored, replanned = await self._change(current.id, lambda _: calendar, if_match, actor)
+        return stored, replanned, False
+
+    async def add_dates(
+        self, ref: str | UUID, found: Calendar, if_match: int | None = None, *, actor: str | None
+    ) -> tuple[StoredCalendar, int]:
+        """Add the dates and yearly days of `found` (an imported iCalendar) to the calendar."""
+
+        def change(current: StoredCalendar) -> Calendar:
+            fields = _fields(current, json=True)
+            fields["dates"] = sorted({*fields["dates"], *(d.isoformat() for d in found.dates)})
+            fields["yearly"] = sorted({*fields["yearly"], *found.yearly})
+            return _validated(fields)
+
+        return await self._change(ref, change, if_match, actor)
+
+    async def delete(self, ref: str | UUID, if_match: int | None = None) -> None:
+        """Raises CalendarNotFound, CalendarVersionConflict, CalendarInUse."""
+        current = await self.get(ref)
+        await self._store.delete_calendar(current.name, if_match)
+
+    async def _change(
+        self,
+        ref: str | UUID,
+        change: Any,
+        if_match: int | None,
+        actor: str | None,
+    ) -> tuple[StoredCalendar, int]:
+        for _ in range(_UPDATE_ATTEMPTS):
+            current = await self.get(ref)
+            if if_match is not None and current.version != if_match:
+                raise CalendarVersionConflict(current.name, if_match, current.version)
+            wanted: Calendar = change(current)
+            now = truncate(self._clock.now())
+            new = current.model_copy(update={**_fields(wanted), "updated_at": now})
+            try:
+                return await self._store.update_calendar(new, current.version, actor=actor)
+            except CalendarVersionConflict:
+                if if_match is not None:
+                    raise
+        raise CalendarVersionConflict(str(ref), -1)
+
+
+def _fields(calendar: Calendar, *, json: bool = False) -> dict[str, Any]:
+    return calendar.model_dump(mode="json" if json else "python", include=set(CALENDAR_FIELDS))
+
+
+def _validated(fields: Mapping[str, Any]) -> Calendar:
+    try:
+        return Calendar.model_validate(fields)
+    except ValidationError as exc:
+        raise InvalidRequest.of(field_errors(exc)) from None
+
+
+def _as_uuid(ref: str | UUID) -> UUID | None:
+    if isinstance(ref, UUID):
+        return ref
+    try:
+        return UUID(ref)
+    except ValueError:
+        return None
