@@ -6,16 +6,43 @@ writes the change, so the rule is written once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from domain.calendars import Calendar
 from domain.claims import first_fire_at_or_after, run_instant
 from domain.history import TaskVersion, calendar_replanned
 from domain.tasks import Task
+from domain.triggers import Trigger
+
+
+def replanned_all(
+    tasks: Iterable[Task],
+    calendar: Calendar,
+    versions: tuple[int, int],
+    now: datetime,
+    actor: str | None,
+) -> list[tuple[Task, TaskVersion]]:
+    """`replanned` of each of `tasks`. Tasks whose trigger and schedule are equal (a
+    fleet of tasks sharing one trigger, each with its own target) share one search."""
+    found: dict[tuple[Trigger, datetime | None], datetime | None] = {}
+
+    def following(trigger: Trigger, due: datetime | None) -> datetime | None:
+        key = (trigger, due if due is not None and due <= now else None)
+        if key not in found:
+            found[key] = _following(trigger, due, calendar, now)
+        return found[key]
+
+    return [replanned(task, calendar, versions, now, actor, following) for task in tasks]
 
 
 def replanned(
-    task: Task, calendar: Calendar, versions: tuple[int, int], now: datetime, actor: str | None
+    task: Task,
+    calendar: Calendar,
+    versions: tuple[int, int],
+    now: datetime,
+    actor: str | None,
+    search: Callable[[Trigger, datetime | None], datetime | None] | None = None,
 ) -> tuple[Task, TaskVersion]:
     """`task` under the changed `calendar` (its versions before and after), at the next
     task version, and the history version that records it.
@@ -29,15 +56,22 @@ def replanned(
     """
     update: dict[str, object] = {"version": task.version + 1, "updated_at": now}
     if task.enabled:
-        calendars = {calendar.name: calendar}
-        due = task.next_fire_at
-        if due is not None and due <= now:
-            following = first_fire_at_or_after(task.trigger, due, calendars)
+        if search is None:
+            following = _following(task.trigger, task.next_fire_at, calendar, now)
         else:
-            following = task.trigger.next_fire_time(now, calendars)
+            following = search(task.trigger, task.next_fire_at)
         update |= {"next_fire_at": following, "next_run_at": run_instant(task, following)}
     new = task.model_copy(update=update)
     return new, calendar_replanned(task, new, versions, actor)
+
+
+def _following(
+    trigger: Trigger, due: datetime | None, calendar: Calendar, now: datetime
+) -> datetime | None:
+    calendars = {calendar.name: calendar}
+    if due is not None and due <= now:
+        return first_fire_at_or_after(trigger, due, calendars)
+    return trigger.next_fire_time(now, calendars)
 
 
 def calendar_name(task: Task) -> str | None:

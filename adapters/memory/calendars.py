@@ -18,7 +18,7 @@ from domain.errors import (
     CalendarVersionConflict,
     DuplicateCalendarName,
 )
-from domain.replanning import calendar_name, replanned
+from domain.replanning import calendar_name, replanned_all
 
 
 class InMemoryCalendars(MemoryStoreBase):
@@ -69,10 +69,9 @@ class InMemoryCalendars(MemoryStoreBase):
             self._calendars[new.name] = new
             versions = (stored.version, new.version)
             naming = [t for t in self._tasks.values() if calendar_name(t) == new.name]
-            for task in naming:
-                task_after, version = replanned(task, new, versions, new.updated_at, actor)
-                self._tasks[task.id] = task_after
-                self._history.setdefault(task.id, []).append(version)
+            for task_after, version in replanned_all(naming, new, versions, new.updated_at, actor):
+                self._tasks[task_after.id] = task_after
+                self._history.setdefault(task_after.id, []).append(version)
         self.notifier.notify()
         return new, len(naming)
 

@@ -29,7 +29,7 @@ from domain.errors import (
     DuplicateCalendarName,
     InvalidRequest,
 )
-from domain.replanning import calendar_name, replanned
+from domain.replanning import calendar_name, replanned_all
 from domain.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class PostgresCalendars(PostgresStoreBase):
             await cur.execute(self._c["lock_tasks"], {"name": new.name})
             tasks = [to_task(task_row) for task_row in await cur.fetchall()]
             versions = (stored.version, new.version)
-            planned = [replanned(t, new, versions, new.updated_at, actor) for t in tasks]
+            planned = replanned_all(tasks, new, versions, new.updated_at, actor)
             if planned:
                 await conn.execute(
                     self._c["replan_tasks"],
