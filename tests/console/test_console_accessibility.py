@@ -32,13 +32,15 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
     """A task with a succeeded and a failed run, and the paths of every page."""
     name = f"axe-{uuid.uuid4().hex[:8]}"
     target.respond(f"/{name}", Response(200, b"fine"), Response(500, b"broken"))
+    calendar = {"name": name, "description": "Closed", "dates": ["2030-12-24", "2031-01-02"]}
+    assert api.post("/calendars", json={**calendar, "weekdays": ["SUN"]}).status_code == 201
     task = api.post(
         "/tasks",
         json={
             "name": name,
             "description": "Checked by axe",
             "tags": ["nightly"],
-            "trigger": {"kind": "interval", "every": 900},
+            "trigger": {"kind": "interval", "every": 900, "calendar": {"name": name}},
             "target": {"url": target.url(f"/{name}")},
         },
     ).json()
@@ -49,12 +51,13 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "run": f"/ui/runs/{runs[0]['id']}",
         "runs": "/ui/runs",
         "calendars": "/ui/calendars",
+        "calendar": f"/ui/calendars/{name}",
         "not found": "/ui/tasks/no-such-task",
     }
 
 
 @pytest.mark.parametrize(
-    "where", ["login", "tasks", "task", "run", "runs", "calendars", "not found"]
+    "where", ["login", "tasks", "task", "run", "runs", "calendars", "calendar", "not found"]
 )
 def test_no_serious_accessibility_violation(
     where: str, new_page: Any, subjects: dict[str, str]

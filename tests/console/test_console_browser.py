@@ -191,3 +191,32 @@ def test_run_now_by_keyboard_alone(
     page.keyboard.press("Enter")
     page.wait_for_url("**/ui/runs/*")
     expect()(page.locator("h1")).to_contain_text("Run")
+
+
+def test_the_task_page_links_the_calendar_it_names_and_its_dates_are_listed(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    name = f"closures-{uuid.uuid4().hex[:8]}"
+    made = api.post(
+        "/calendars",
+        json={"name": name, "description": "Office closed", "dates": ["2030-12-24", "2031-01-02"]},
+    )
+    assert made.status_code == 201, made.text
+    calendar = {"name": name, "policy": "previous_business_day"}
+    trigger = {"kind": "cron", "expression": "0 9 * * *", "calendar": calendar}
+    task = create(api, target, trigger=trigger)
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    facts = page.locator(".facts")
+    policy_words = "a fire time on one of its dates moves to the previous day not in it"
+    expect()(facts).to_contain_text(f"{name}: {policy_words}")
+    page.get_by_role("link", name=name).click()
+    expect()(page.get_by_role("heading", level=1)).to_have_text(name)
+    expect()(page.get_by_role("link", name=task["name"])).to_be_visible()
+    expect()(page.get_by_text("2030: 1 date")).to_be_visible()
+    expect()(page.locator("main")).to_contain_text("2030-12-24")
+    page.goto("/ui/calendars")
+    row = page.get_by_role("row").filter(has_text=name)
+    expect()(row).to_contain_text("Office closed")
+    expect()(row).to_contain_text("2 (2030-12-24 to 2031-01-02)")

@@ -293,3 +293,24 @@ async def test_a_login_form_without_the_token_of_its_browser_is_refused(guarded:
     assert other.status_code == 403
     assert (await guarded.get("/ui/", follow_redirects=False)).status_code == 303
     assert (await submit_login(guarded, WRITER)).status_code == 303
+
+
+async def test_the_calendar_pages_list_calendars_their_dates_and_tasks(
+    open_console: Client,
+) -> None:
+    assert "No calendar yet" in (await open_console.get("/ui/calendars")).text
+    body = {"name": "closures", "description": "<b>shut</b>", "dates": ["2030-12-24"]}
+    assert (await open_console.post("/calendars", json=body)).status_code == 201
+    trigger = {"kind": "cron", "expression": "0 9 * * *", "calendar": {"name": "closures"}}
+    await create(open_console, cron_task("http://127.0.0.1:9/hook", trigger=trigger), token=None)
+    listing = (await open_console.get("/ui/calendars")).text
+    assert 'href="/ui/calendars/closures"' in listing
+    assert "&lt;b&gt;shut&lt;/b&gt;" in listing and "<b>shut" not in listing
+    page = await open_console.get("/ui/calendars/closures")
+    assert page.status_code == 200
+    assert 'href="/ui/tasks/nightly-report"' in page.text and "2030-12-24" in page.text
+    task_page = (await open_console.get("/ui/tasks/nightly-report")).text
+    assert 'href="/ui/calendars/closures"' in task_page
+    assert "a fire time on one of its dates does not fire" in task_page
+    missing = await open_console.get("/ui/calendars/nope")
+    assert missing.status_code == 404 and "no calendar" in missing.text

@@ -11,6 +11,7 @@ from litestar.static_files import create_static_files_router
 from entrypoints.http.auth import FailureLimiter, digest_grants
 from entrypoints.http.console.access import check_csrf, session_guard
 from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, LoginGate
+from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
@@ -30,7 +31,9 @@ def console_router(
 
     actions = Router(path="/", route_handlers=[ConsoleActions], before_request=check_csrf)
     guarded = Router(
-        path="/", route_handlers=[ConsolePages, actions], guards=[session_guard(tokens), nul_guard]
+        path="/",
+        route_handlers=[ConsolePages, CalendarPages, actions],
+        guards=[session_guard(tokens), nul_guard],
     )
     static = create_static_files_router(
         path="/static", directories=[STATIC_DIR], include_in_schema=False, name="console:static"

@@ -1,4 +1,5 @@
-"""The console's pages for reading: tasks, one task, one run, runs, calendars."""
+"""The console's pages for reading: tasks, one task, one run, runs (calendars:
+`calendar_pages`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from entrypoints.http.console.pictures import STRIP_RUNS, run_strip, timeline
 from entrypoints.http.console.rendering import render
-from entrypoints.http.console.words import trigger_words
+from entrypoints.http.console.words import CALENDAR_POLICY_WORDS, trigger_words
 
 PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
@@ -97,6 +98,8 @@ class ConsolePages(Controller):
             "task.html",
             task=task,
             trigger_words=trigger_words(task.trigger),
+            calendar=task.trigger.calendar_ref(),
+            calendar_policy_words=CALENDAR_POLICY_WORDS,
             zone=task.trigger.timezone,
             definition=json.dumps(definition, indent=2, ensure_ascii=False),
             upcoming=upcoming.occurrences,
@@ -181,10 +184,6 @@ class ConsolePages(Controller):
             paged=cursor is not None,
             live=True,
         )
-
-    @get("/calendars", name="console:calendars", include_in_schema=False)
-    async def calendars(self, request: Request[Any, Any, Any]) -> Response[str]:
-        return render(request, "calendars.html", live=False)
 
 
 def _changes(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:

@@ -134,3 +134,11 @@ def relative_words(instant: datetime, now: datetime) -> str:
             amount = f"{count} {unit}" + ("" if count == 1 else "s")
             return f"in {amount}" if ahead else f"{amount} ago"
     return "now"
+
+
+# What a trigger's calendar policy does, as the task page says it.
+CALENDAR_POLICY_WORDS = {
+    "exclude": "a fire time on one of its dates does not fire",
+    "next_business_day": "a fire time on one of its dates moves to the next day not in it",
+    "previous_business_day": "a fire time on one of its dates moves to the previous day not in it",
+}
