@@ -279,6 +279,9 @@ API_MD_ROUTES = {
     ("get", "/tasks/{id}/explain"),
     ("post", "/tasks/apply"),
     ("post", "/triggers/preview"), ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
+    ("post", "/calendars"), ("get", "/calendars"), ("get", "/calendars/{name}"),
+    ("put", "/calendars/{name}"), ("patch", "/calendars/{name}"), ("delete", "/calendars/{name}"),
+    ("post", "/calendars/{name}/import"), ("get", "/calendars/{name}/tasks"),
 }  # fmt: skip
 OPEN_ROUTES = {"/healthz", "/readyz", "/metrics"}
 

@@ -189,6 +189,9 @@ async def test_the_readme_tour_runs_as_written(shell_ports: dict[int, int]) -> N
     assert '"kind":"interval","every":10' in printed and '"enabled":false' in printed
     assert '"fire_times":["2026-03-07T07:30:00Z","2026-03-08T07:30:00Z"' in printed
     assert "2026-03-08 03:30:00 EDT" in printed  # the CLI preview, across the gap
+    # The payroll run rolled back from Sunday 1 March, and re-planned by a calendar change.
+    assert '"flags":["rolled"],"rolled_from":"2026-03-01"' in printed
+    assert '"cause":"calendar"' in printed
 
 
 @pytest.mark.postgres
