@@ -25,12 +25,14 @@ def replanned_all(
 ) -> list[tuple[Task, TaskVersion]]:
     """`replanned` of each of `tasks`. Tasks whose trigger and schedule are equal (a
     fleet of tasks sharing one trigger, each with its own target) share one search."""
-    found: dict[tuple[Trigger, datetime | None], datetime | None] = {}
+    found: dict[tuple[Trigger, bool, datetime], datetime | None] = {}
 
-    def following(trigger: Trigger, due: datetime | None) -> datetime | None:
-        key = (trigger, due if due is not None and due <= now else None)
+    def following(task: Task) -> datetime | None:
+        due = task.next_fire_at
+        keeps_due = due is not None and due <= now
+        key = (task.trigger, keeps_due, due if due is not None and keeps_due else _floor(task, now))
         if key not in found:
-            found[key] = _following(trigger, due, calendar, now)
+            found[key] = _following(task.trigger, due, calendar, _floor(task, now), now)
         return found[key]
 
     return [replanned(task, calendar, versions, now, actor, following) for task in tasks]
@@ -42,7 +44,7 @@ def replanned(
     versions: tuple[int, int],
     now: datetime,
     actor: str | None,
-    search: Callable[[Trigger, datetime | None], datetime | None] | None = None,
+    search: Callable[[Task], datetime | None] | None = None,
 ) -> tuple[Task, TaskVersion]:
     """`task` under the changed `calendar` (its versions before and after), at the next
     task version, and the history version that records it.
@@ -50,28 +52,38 @@ def replanned(
     An occurrence already due (`next_fire_at` at or before now, not claimed yet) stays
     due when the new calendar still lets it fire; otherwise the next occurrence is the
     first strictly after now, which a date the calendar no longer holds may bring closer
-    than before. Never one at or before now that is not due: it may have fired already
-    (an occurrence at this very second). A paused task stays unplanned (it is planned
-    when resumed).
+    than before. Never one at or before now that is not due, nor one at or before the
+    task's last run: it may have fired already (in this very second, or claimed by a
+    replica whose clock is ahead). A paused task stays unplanned (it is planned when
+    resumed).
     """
     update: dict[str, object] = {"version": task.version + 1, "updated_at": now}
     if task.enabled:
         if search is None:
-            following = _following(task.trigger, task.next_fire_at, calendar, now)
+            floor = _floor(task, now)
+            following = _following(task.trigger, task.next_fire_at, calendar, floor, now)
         else:
-            following = search(task.trigger, task.next_fire_at)
+            following = search(task)
         update |= {"next_fire_at": following, "next_run_at": run_instant(task, following)}
     new = task.model_copy(update=update)
     return new, calendar_replanned(task, new, versions, actor)
 
 
 def _following(
-    trigger: Trigger, due: datetime | None, calendar: Calendar, now: datetime
+    trigger: Trigger, due: datetime | None, calendar: Calendar, after: datetime, now: datetime
 ) -> datetime | None:
     calendars = {calendar.name: calendar}
     if due is not None and due <= now:
         return first_fire_at_or_after(trigger, due, calendars)
-    return trigger.next_fire_time(now, calendars)
+    return trigger.next_fire_time(after, calendars)
+
+
+def _floor(task: Task, now: datetime) -> datetime:
+    """What a new plan must come strictly after: now, or the task's last called run when
+    a replica whose clock is ahead claimed it later than our now (the occurrence it ran
+    is at or before its claim)."""
+    last = task.last_run_at
+    return now if last is None or last <= now else last
 
 
 def calendar_name(task: Task) -> str | None:

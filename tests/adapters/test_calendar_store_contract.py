@@ -216,6 +216,19 @@ async def test_a_due_occurrence_not_claimed_yet_stays_due(store: SchedulerStore)
     assert (await store.get_task(task.id)).next_fire_at == datetime(2026, 3, 4, 9, tzinfo=UTC)
 
 
+async def test_a_run_claimed_by_a_replica_whose_clock_is_ahead_is_not_planned_again(
+    store: SchedulerStore,
+) -> None:
+    closures = await store.create_calendar(calendar())
+    task = await store.create_task(daily_task(closures))
+    tuesday = datetime(2026, 3, 3, 9, tzinfo=UTC)
+    await store.claim_due(tuesday + timedelta(seconds=2), 10, REPLICA)  # its clock: +2 s
+    # Our clock reads a second before the occurrence; the calendar frees nothing new.
+    behind = closures.model_copy(update={"updated_at": tuesday - timedelta(seconds=1)})
+    await store.update_calendar(behind, 1)
+    assert (await store.get_task(task.id)).next_fire_at == tuesday + DAY
+
+
 async def test_apply_writes_which_calendar_each_task_names(store: SchedulerStore) -> None:
     closures = await store.create_calendar(calendar())
     created = daily_task(closures, name="one")
