@@ -116,3 +116,9 @@ class CalendarVersionConflict(VersionConflict):
         super().__init__(name, expected, actual)
         found = "" if actual is None else f", it is at version {actual}"
         self.args = (f"calendar {name!r} is not at version {expected}{found}",)
+
+
+class BackfillNotFound(SchedulerError, LookupError):
+    def __init__(self, backfill_id: UUID | str) -> None:
+        super().__init__(f"no backfill with id {str(backfill_id)!r}")
+        self.backfill_id = backfill_id

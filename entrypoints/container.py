@@ -16,6 +16,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import Signer, parse_signing_secrets
 from adapters.memory import InMemoryTaskStore, InMemoryWaker
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool
+from application.backfills import BackfillService
 from application.calendars import CalendarService
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
@@ -148,6 +149,18 @@ class Container(containers.DeclarativeContainer):
         replica=settings.provided.replica,
     )
     calendars = providers.Singleton(CalendarService, store=task_store, clock=clock)
+    backfills = providers.Singleton(
+        BackfillService,
+        store=providers.Selector(
+            store_kind,
+            memory=memory_store.provided.backfills,
+            postgres=postgres_store.provided.backfills,
+        ),
+        lookup=scheduling.provided.get_task,
+        clock=clock,
+        dispatcher=engine,
+        replica=settings.provided.replica,
+    )
     sync = providers.Singleton(
         TaskSync, store=task_store, executor=executor, clock=clock, service=scheduling
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from uuid import UUID
 
+from adapters.memory.backfills import MemoryBackfills
 from adapters.memory.calendars import InMemoryCalendars
 from adapters.memory.cancels import Cancels
 from adapters.memory.outbox import MemoryOutbox
@@ -52,6 +53,9 @@ class InMemoryTaskStore(
         self._history: dict[UUID, list[TaskVersion]] = {}  # by task id, oldest first
         self._slots = SlotBook(self._runs, self._leases)
         self._calendars: dict[str, StoredCalendar] = {}  # by name
+        self.backfills = MemoryBackfills(
+            self._lock, self._task, self._runs, self._leases, self._slots, self.notifier.notify
+        )
 
     def new_waker(self) -> InMemoryWaker:
         """A waker that every mutation of this store wakes."""

@@ -17,9 +17,12 @@ Particular to this adapter:
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.postgres.backfills import PostgresBackfills
 from adapters.postgres.calendars import PostgresCalendars, calendar_statements
 from adapters.postgres.cancels import Cancels
 from adapters.postgres.events import PostgresOutbox
@@ -61,6 +64,11 @@ class PostgresTaskStore(
         self._calendar_cache = {}
         self.tasks_channel, self.cancel_channel = channels(schema)
         self._queues = Queues(self._q, schema, valid_task)
+        self.backfills = PostgresBackfills(self._transaction, self._q, schema, self._wake_cancels)
+
+    async def _wake_cancels(self, conn: AsyncConnection[Any], run_ids: list[UUID]) -> None:
+        for run_id in run_ids:
+            await self._notify(conn, self.cancel_channel, run_id)
 
     async def ping(self) -> None:
         await self._one("ping", {})

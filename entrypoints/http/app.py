@@ -8,12 +8,14 @@ from litestar import Litestar, Router
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from application.backfills import BackfillService
 from application.calendars import CalendarService
 from application.events import EventListing
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
+from entrypoints.http.backfills import BackfillController
 from entrypoints.http.calendars import CalendarController
 from entrypoints.http.console import console_router
 from entrypoints.http.docs import SECURITY, openapi_config
@@ -50,6 +52,9 @@ def create_app(
     def scheduling() -> SchedulingService:
         return container.scheduling()
 
+    def backfills() -> BackfillService:
+        return container.backfills()
+
     def sync() -> TaskSync:
         return container.sync()
 
@@ -75,6 +80,7 @@ def create_app(
             TaskController,
             SyncController,
             RunController,
+            BackfillController,
             EventController,
             TriggerController,
             CalendarController,
@@ -87,6 +93,7 @@ def create_app(
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
             "sync": Provide(sync, sync_to_thread=False),
+            "backfills": Provide(backfills, sync_to_thread=False),
             "event_listing": Provide(event_listing, sync_to_thread=False),
             "calendars": Provide(calendars, sync_to_thread=False),
             "actor": Provide(actor, sync_to_thread=False),

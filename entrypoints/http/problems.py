@@ -13,6 +13,7 @@ from litestar.types import ExceptionHandlersMap
 from pydantic import BaseModel, ValidationError
 
 from domain.errors import (
+    BackfillNotFound,
     CalendarInUse,
     CalendarNotFound,
     CalendarVersionConflict,
@@ -179,6 +180,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     DuplicateCalendarName: conflict,
     CalendarInUse: conflict,
     RunNotFound: not_found,
+    BackfillNotFound: not_found,
     DuplicateTaskName: conflict,
     RunNotRunning: conflict,
     VersionConflict: version_conflict,

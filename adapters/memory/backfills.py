@@ -1,0 +1,97 @@
+"""The in-memory store's backfills (docs/policies.md, "Backfill"): every run of one
+backfill written under one hold of the store's lock, placed as `domain.backfills`
+decided, and a backfill's cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from uuid import UUID
+
+from adapters.memory.slots import Lease, SlotBook
+from domain.backfills import (
+    CANCELLED_BY_BACKFILL,
+    STOPPED_BY_BACKFILL,
+    Backfill,
+    BackfillOverlap,
+    backfill_plan,
+    backfill_run,
+    missing,
+)
+from domain.errors import BackfillNotFound
+from domain.runs import ClaimedRun, Run, RunStatus
+from domain.tasks import Task
+
+
+class MemoryBackfills:
+    """Backfills over one in-memory store's dicts (shared with it, under its lock)."""
+
+    def __init__(
+        self,
+        lock: asyncio.Lock,
+        task: Callable[[UUID], Task],
+        runs: dict[UUID, Run],
+        leases: dict[UUID, Lease],
+        slots: SlotBook,
+        notify: Callable[[], None],
+    ) -> None:
+        self._lock = lock
+        self._task = task
+        self._runs = runs
+        self._leases = leases
+        self._slots = slots
+        self._notify = notify
+
+    async def backfill(
+        self,
+        task_id: UUID,
+        backfill_id: UUID,
+        occurrences: Sequence[datetime],
+        overlap: BackfillOverlap,
+        only_missing: bool,
+        now: datetime,
+        replica: str,
+        dry_run: bool,
+    ) -> Backfill:
+        async with self._lock:
+            task = self._task(task_id)
+            kept = list(occurrences)
+            if only_missing:
+                kept = missing(kept, self._succeeded(task_id))
+            slot_plan = backfill_plan(overlap, self._slots.slots(task, now), len(kept))
+            runs = [
+                backfill_run(task, now, replica, placement, at, backfill_id)
+                for at, placement in zip(kept, slot_plan.placements, strict=True)
+            ]
+            if dry_run:
+                made = [ClaimedRun(task=task, run=run) for run in runs]
+                return Backfill(backfill_id, kept, made, [])
+            started = self._slots.start(task, now, replica, slot_plan.start_queued)
+            made = [ClaimedRun(task=task, run=self._slots.record(run)) for run in runs]
+        self._notify()
+        return Backfill(backfill_id, kept, made, started)
+
+    async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
+        async with self._lock:
+            runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
+            if not runs:
+                raise BackfillNotFound(backfill_id)
+            cancelled = 0
+            for run in runs:
+                if run.status is RunStatus.QUEUED:
+                    self._slots.cancel_queued(run.id, now, CANCELLED_BY_BACKFILL)
+                    cancelled += 1
+                elif run.status is RunStatus.RUNNING and (lease := self._leases.get(run.id)):
+                    lease.cancel_requested = True
+                    lease.cancel_reason = STOPPED_BY_BACKFILL
+                    cancelled += 1
+        self._notify()
+        return cancelled
+
+    def _succeeded(self, task_id: UUID) -> set[datetime]:
+        return {
+            run.scheduled_for
+            for run in self._runs.values()
+            if run.task_id == task_id and run.status is RunStatus.SUCCEEDED and not run.manual
+        }

@@ -1,0 +1,173 @@
+"""The PostgreSQL store's backfills (docs/policies.md, "Backfill"): every run of one
+backfill written in one transaction, under the task's lease lock, placed as
+`domain.backfills` decided; and a backfill's cancel.
+
+Rows go in with one statement however many runs a backfill makes (arrays, unnest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection, sql
+from psycopg.rows import dict_row
+
+from adapters.postgres.rows import to_task
+from adapters.postgres.slots import SlotWrites, lock_leases, read_slots
+from domain.backfills import (
+    CANCELLED_BY_BACKFILL,
+    STOPPED_BY_BACKFILL,
+    Backfill,
+    BackfillOverlap,
+    backfill_plan,
+    backfill_run,
+    missing,
+)
+from domain.errors import BackfillNotFound, TaskNotFound
+from domain.runs import ClaimedRun
+
+_SUCCEEDED = """
+SELECT scheduled_for FROM {schema}.runs
+WHERE task_id = %(task_id)s AND status = 'succeeded' AND NOT manual
+  AND scheduled_for = ANY(%(occurrences)s::timestamptz[])
+"""
+
+# The runs of one backfill and, for those that start at once, their leases.
+_INSERT = """
+WITH recorded AS (
+    INSERT INTO {schema}.runs (
+        id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
+        lease_expires_at, status, manual, attempts, replica, backfill_id
+    )
+    SELECT id, %(task_id)s, scheduled_for, 1, %(claimed_at)s, started_at, finished_at,
+           lease_expires_at, status, false, 0, %(replica)s, %(backfill_id)s
+    FROM unnest(
+        %(ids)s::uuid[], %(scheduled_for)s::timestamptz[], %(started_at)s::timestamptz[],
+        %(finished_at)s::timestamptz[], %(lease_expires_at)s::timestamptz[],
+        %(status)s::text[]
+    ) AS b (id, scheduled_for, started_at, finished_at, lease_expires_at, status)
+    RETURNING id, task_id, lease_expires_at, replica
+)
+INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
+SELECT id, task_id, lease_expires_at, replica FROM recorded
+WHERE lease_expires_at IS NOT NULL
+"""
+
+_LOCK_RUNS = """
+SELECT id, status FROM {schema}.runs WHERE backfill_id = %(backfill_id)s
+ORDER BY id FOR UPDATE
+"""
+
+_CANCEL_QUEUED = """
+UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
+WHERE backfill_id = %(backfill_id)s AND status = 'queued'
+"""
+
+_STOP_RUNNING = """
+UPDATE {schema}.run_leases SET cancel_requested = true, cancel_reason = %(reason)s
+WHERE run_id = ANY(%(run_ids)s::uuid[])
+"""
+
+
+class PostgresBackfills:
+    """Backfills of one PostgreSQL store (its transactions, queries and schema)."""
+
+    def __init__(
+        self,
+        transaction: Callable[[], AbstractAsyncContextManager[AsyncConnection[Any]]],
+        q: dict[str, bytes],
+        schema: str,
+        wake_cancels: Callable[[AsyncConnection[Any], list[UUID]], Any],
+    ) -> None:
+        self._transaction = transaction
+        self._q = q
+        self._schema = schema
+        self._wake_cancels = wake_cancels
+        ident = sql.Identifier(schema)
+        self._sql = {
+            name: sql.SQL(body).format(schema=ident).as_bytes(None)
+            for name, body in (
+                ("succeeded", _SUCCEEDED),
+                ("insert", _INSERT),
+                ("lock_runs", _LOCK_RUNS),
+                ("cancel_queued", _CANCEL_QUEUED),
+                ("stop_running", _STOP_RUNNING),
+            )
+        }
+
+    async def backfill(
+        self,
+        task_id: UUID,
+        backfill_id: UUID,
+        occurrences: Sequence[datetime],
+        overlap: BackfillOverlap,
+        only_missing: bool,
+        now: datetime,
+        replica: str,
+        dry_run: bool,
+    ) -> Backfill:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._q["get_task"], {"id": task_id})
+            row = await cur.fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            task = to_task(row)
+            await lock_leases(conn, self._q, self._schema, [task_id])
+            kept = list(occurrences)
+            if only_missing and kept:
+                params = {"task_id": task_id, "occurrences": kept}
+                done = await conn.execute(self._sql["succeeded"], params)
+                kept = missing(kept, [at for (at,) in await done.fetchall()])
+            read = (await read_slots(conn, self._q, [(task, task.max_running_instances)], now))[
+                task_id
+            ]
+            slot_plan = backfill_plan(overlap, read.slots, len(kept))
+            runs = [
+                backfill_run(task, now, replica, placement, at, backfill_id)
+                for at, placement in zip(kept, slot_plan.placements, strict=True)
+            ]
+            made = [ClaimedRun(task=task, run=run) for run in runs]
+            if dry_run:
+                return Backfill(backfill_id, kept, made, [])  # read only: nothing written
+            writes = SlotWrites()
+            writes.start_runs(task, read.heads[: slot_plan.start_queued], now, replica)
+            started_cur = await writes.write(conn, self._q, now)
+            if runs:
+                await conn.execute(self._sql["insert"], _insert_params(task_id, backfill_id, runs))
+        return Backfill(backfill_id, kept, made, await writes.started(started_cur))
+
+    async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
+        async with self._transaction() as conn:
+            cur = await conn.execute(self._sql["lock_runs"], {"backfill_id": backfill_id})
+            rows = await cur.fetchall()
+            if not rows:
+                raise BackfillNotFound(backfill_id)
+            queued = sum(1 for _, status in rows if status == "queued")
+            running = [run_id for run_id, status in rows if status == "running"]
+            params = {"backfill_id": backfill_id, "now": now, "error": CANCELLED_BY_BACKFILL}
+            await conn.execute(self._sql["cancel_queued"], params)
+            if running:
+                params = {"run_ids": running, "reason": STOPPED_BY_BACKFILL}
+                await conn.execute(self._sql["stop_running"], params)
+                await self._wake_cancels(conn, running)
+        return queued + len(running)
+
+
+def _insert_params(task_id: UUID, backfill_id: UUID, runs: list[Any]) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "backfill_id": backfill_id,
+        "claimed_at": runs[0].claimed_at,
+        "replica": runs[0].replica,
+        "ids": [r.id for r in runs],
+        "scheduled_for": [r.scheduled_for for r in runs],
+        "started_at": [r.started_at for r in runs],
+        "finished_at": [r.finished_at for r in runs],
+        "lease_expires_at": [r.lease_expires_at for r in runs],
+        "status": [r.status.value for r in runs],
+    }

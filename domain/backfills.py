@@ -1,0 +1,120 @@
+"""Backfill: re-running a past range of a task's occurrences (docs/policies.md,
+"Backfill").
+
+The rules both stores follow: which fire times a range holds (at most
+MAX_BACKFILL, none in the future), which of them `only_missing` leaves out, and how
+the runs are placed in the task's slots (the overlap decision of `domain.overlap`,
+under the backfill's own `overlap`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+from uuid import UUID
+
+from domain.claims import new_run
+from domain.errors import InvalidRequest
+from domain.overlap import Placement, SlotPlan, Slots, plan
+from domain.runs import ClaimedRun, Run, RunStatus
+from domain.tasks import Task
+from domain.triggers import fire_times
+
+MAX_BACKFILL = 1_000
+
+# "buffer_all": the runs wait in the task's queue and take its slots one by one;
+# "allow_all": each starts at once, beside every other run of the task.
+BackfillOverlap = Literal["buffer_all", "allow_all"]
+
+CANCELLED_BY_BACKFILL = "the backfill was cancelled before the run started"
+STOPPED_BY_BACKFILL = "the backfill was cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRequest:
+    start: datetime
+    end: datetime
+    only_missing: bool = True
+    overlap: BackfillOverlap = "buffer_all"
+    dry_run: bool = False
+
+
+def backfill_fire_times(
+    task: Task, start: datetime, end: datetime, now: datetime
+) -> list[datetime]:
+    """The fire times of the task's trigger in `[start, end]`, oldest first.
+
+    Raises InvalidRequest naming the field: a reversed range (`end`), a range reaching
+    past `now` (`end`), more than MAX_BACKFILL fire times (`end`)."""
+    if end < start:
+        raise InvalidRequest("end", "must not be before start")
+    if end > now:
+        raise InvalidRequest("end", "must not be in the future: a backfill re-runs the past")
+    # The trigger's fire times strictly after `after`: step back one second so that a
+    # fire time at `start` itself is in the range (instants are whole seconds).
+    found = fire_times(task.trigger, start - timedelta(seconds=1), MAX_BACKFILL + 1)
+    inside = [at for at in found if at <= end]
+    if len(inside) > MAX_BACKFILL:
+        raise InvalidRequest(
+            "end", f"the range holds more than {MAX_BACKFILL:,} fire times; backfill it in parts"
+        )
+    return inside
+
+
+def missing(occurrences: Iterable[datetime], succeeded: Iterable[datetime]) -> list[datetime]:
+    """`only_missing`: the occurrences that have no succeeded run yet."""
+    done = set(succeeded)
+    return [at for at in occurrences if at not in done]
+
+
+def check_overlap(task: Task, overlap: BackfillOverlap) -> None:
+    """A task on `overlap: "skip"` keeps no queue (`domain.overlap.keeps_queue`), so
+    backfilled runs could not wait in it: only `allow_all` backfills such a task."""
+    if overlap == "buffer_all" and task.overlap == "skip":
+        raise InvalidRequest(
+            "overlap",
+            'the task\'s overlap is "skip", so it keeps no queue: backfill it with'
+            ' "allow_all", or set its overlap to "buffer_all" first',
+        )
+
+
+def backfill_plan(overlap: BackfillOverlap, slots: Slots, count: int) -> SlotPlan:
+    """Where each of `count` backfilled occurrences goes: with `buffer_all` the same
+    decision as claimed occurrences (`domain.overlap.plan`: queued runs first, then each
+    starts, waits or, past the queue's bound, is skipped); with `allow_all` each starts."""
+    if overlap == "allow_all":
+        return SlotPlan(0, (Placement.START,) * count)
+    return plan("buffer_all", slots, [RunStatus.RUNNING] * count)
+
+
+def backfill_run(
+    task: Task,
+    now: datetime,
+    replica: str,
+    placement: Placement | None,
+    scheduled_for: datetime,
+    backfill_id: UUID,
+) -> Run:
+    """The run of one backfilled occurrence: not manual, so its call carries the
+    occurrence's `Idempotency-Key` (`domain.runs.idempotency_key`)."""
+    status = RunStatus.QUEUED if placement is None else placement.status
+    run = new_run(task, now, replica, status, scheduled_for, 1)
+    return run.model_copy(update={"backfill_id": backfill_id})
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """What a backfill made (with `dry_run`, would make): the occurrences it kept, a run
+    for each, and the task's queued runs it started first (its plan's `start_queued`)."""
+
+    backfill_id: UUID
+    occurrences: list[datetime]
+    made: list[ClaimedRun]
+    started: list[ClaimedRun]
+
+    def to_call(self) -> list[ClaimedRun]:
+        """The runs this replica calls now: those that took a slot."""
+        made = [c for c in self.made if c.run.status is RunStatus.RUNNING]
+        return self.started + made

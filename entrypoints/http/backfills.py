@@ -1,0 +1,103 @@
+"""/tasks/{id}/backfill and /backfills/{id}/cancel (docs/policies.md, "Backfill")."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from litestar import Controller, Response, post
+from litestar.di import NamedDependency
+from litestar.params import BodyKwarg, PathParameter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from application.backfills import BackfillService
+from domain.backfills import Backfill, BackfillOverlap, BackfillRequest
+from entrypoints.http.body import JsonBody
+from entrypoints.http.docs import errors
+from entrypoints.http.models import RunResource, UtcDatetime
+
+
+class BackfillBody(BaseModel):
+    """A past range of a task's occurrences to run again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: AwareDatetime = Field(description="the first instant of the range (with offset)")
+    end: AwareDatetime = Field(
+        description="the last instant of the range, inclusive; not after now"
+    )
+    only_missing: bool = Field(
+        default=True, description="leave out occurrences that already have a succeeded run"
+    )
+    overlap: BackfillOverlap = Field(
+        default="buffer_all",
+        description='"buffer_all": the runs wait in the task\'s queue and take its slots in '
+        'order; "allow_all": each starts at once, beside every other run',
+    )
+    dry_run: bool = Field(default=False, description="answer what would be made; write nothing")
+
+
+class BackfillAnswer(BaseModel):
+    backfill_id: UUID
+    runs: int = Field(description="how many runs were (with dry_run: would be) made")
+    occurrences: list[UtcDatetime] = Field(description="the occurrences they stand for")
+    items: list[RunResource] = Field(description="the runs, oldest occurrence first")
+
+    @classmethod
+    def of(cls, backfill: Backfill) -> BackfillAnswer:
+        return cls(
+            backfill_id=backfill.backfill_id,
+            runs=len(backfill.made),
+            occurrences=backfill.occurrences,
+            items=[RunResource.of(claimed.run) for claimed in backfill.made],
+        )
+
+
+class Cancelled(BaseModel):
+    cancelled: int = Field(description="queued runs cancelled plus running ones asked to stop")
+
+
+class BackfillController(Controller):
+    path = "/"
+    tags = ["backfills"]
+
+    @post(
+        "/tasks/{id:str}/backfill",
+        status_code=202,
+        dto=JsonBody[BackfillBody],
+        return_dto=None,
+        operation_id="backfillTask",
+        summary="Run a past range of a task's occurrences again",
+        description="One run per fire time of the task's trigger in `[start, end]` (at most "
+        "1,000, none in the future), each with its occurrence's `scheduled_for` and so its "
+        "`Idempotency-Key`, all written at once. 202 with the runs; with `dry_run`, 200 "
+        "and nothing written.",
+        responses=errors(400, 404, 415, 422),
+    )
+    async def backfill(
+        self,
+        id: Annotated[str, PathParameter(description="The task's id or name.")],
+        data: Annotated[BackfillBody, BodyKwarg()],
+        backfills: NamedDependency[BackfillService],
+    ) -> Response[BackfillAnswer]:
+        request = BackfillRequest(
+            data.start, data.end, data.only_missing, data.overlap, data.dry_run
+        )
+        made = await backfills.backfill(id, request)
+        return Response(BackfillAnswer.of(made), status_code=200 if data.dry_run else 202)
+
+    @post(
+        "/backfills/{id:str}/cancel",
+        status_code=202,
+        operation_id="cancelBackfill",
+        summary="Cancel a backfill",
+        description="Its queued runs end `cancelled` uncalled; its running ones are asked "
+        "to stop (as `POST /runs/{id}/cancel`). 404 when no run carries the id.",
+        responses=errors(404),
+    )
+    async def cancel(
+        self,
+        id: Annotated[str, PathParameter(description="The backfill's id.")],
+        backfills: NamedDependency[BackfillService],
+    ) -> Response[Cancelled]:
+        return Response(Cancelled(cancelled=await backfills.cancel(id)), status_code=202)

@@ -1,0 +1,168 @@
+"""`POST /tasks/{id}/backfill` and `POST /backfills/{id}/cancel` through the API, with the
+engine running and a real target (docs/policies.md, "Backfill")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.helpers import cron_task
+from tests.entrypoints.test_api_errors import assert_problem, fields
+from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
+
+Client = AsyncTestClient[Any]
+
+DAY = timedelta(days=1)
+
+
+def daily_occurrences(days: int) -> list[datetime]:
+    """The last `days` 07:30 UTC occurrences before now, oldest first."""
+    now = datetime.now(UTC)
+    latest = now.replace(hour=7, minute=30, second=0, microsecond=0)
+    if latest > now:
+        latest -= DAY
+    return [latest - k * DAY for k in reversed(range(days))]
+
+
+def utc_daily(target_url: str, **fields: Any) -> dict[str, Any]:
+    trigger = {"kind": "cron", "expression": "30 7 * * *", "timezone": "UTC"}
+    return cron_task(target_url, trigger=trigger, **fields)
+
+
+def span(occurrences: list[datetime]) -> dict[str, str]:
+    return {
+        "start": (occurrences[0] - timedelta(minutes=1)).isoformat(),
+        "end": (occurrences[-1] + timedelta(minutes=1)).isoformat(),
+    }
+
+
+async def backfill_runs(client: Client, backfill_id: str) -> list[dict[str, Any]]:
+    return list((await client.get(f"/runs?backfill={backfill_id}")).json()["items"])
+
+
+async def test_each_backfilled_run_is_called_with_its_occurrences_idempotency_key(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    task = (
+        await client.post("/tasks", json=utc_daily(recording_target.url(), overlap="buffer_all"))
+    ).json()
+    past = daily_occurrences(3)
+    response = await client.post(f"/tasks/{task['id']}/backfill", json=span(past))
+    assert response.status_code == 202, response.text
+    answer = response.json()
+    assert answer["runs"] == 3
+    assert [datetime.fromisoformat(at) for at in answer["occurrences"]] == past
+    # One slot: the oldest starts at once, the others wait their turn.
+    assert [run["status"] for run in answer["items"]] == ["running", "queued", "queued"]
+
+    calls = await eventually(lambda: _received(recording_target, 3), "three calls at the target")
+    keys = [call.header("Idempotency-Key") for call in calls]
+    assert keys == [f"{task['id']}:{int(at.timestamp())}" for at in past]
+    scheduled = [call.header("X-Scheduler-Scheduled-For") for call in calls]
+    assert [datetime.fromisoformat(str(s)) for s in scheduled] == past
+
+    async def all_succeeded() -> list[dict[str, Any]] | None:
+        runs = await backfill_runs(client, answer["backfill_id"])
+        return runs if {r["status"] for r in runs} == {"succeeded"} else None
+
+    runs = await eventually(all_succeeded, "the backfill's runs succeeded")
+    assert len(runs) == 3 and {r["backfill_id"] for r in runs} == {answer["backfill_id"]}
+
+    # Backfilled again, with only_missing (the default): nothing is missing any more.
+    again = await client.post(f"/tasks/{task['id']}/backfill", json=span(past))
+    assert (again.status_code, again.json()["runs"]) == (202, 0)
+    everything = await client.post(
+        f"/tasks/{task['id']}/backfill", json=span(past) | {"only_missing": False, "dry_run": True}
+    )
+    assert (everything.status_code, everything.json()["runs"]) == (200, 3)
+
+
+async def _received(target: RecordingTarget, count: int) -> list[Any] | None:
+    calls = target.received()
+    return calls if len(calls) >= count else None
+
+
+async def test_allow_all_runs_every_one_at_once_on_a_skip_task(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", *[Response(delay=0.5)] * 2)
+    await client.post("/tasks", json=utc_daily(recording_target.url()))
+    past = daily_occurrences(2)
+    body = span(past) | {"overlap": "allow_all"}
+    answer = (await client.post("/tasks/nightly-report/backfill", json=body)).json()
+    assert [run["status"] for run in answer["items"]] == ["running", "running"]
+    await eventually(lambda: _received(recording_target, 2), "both calls")
+
+
+async def test_dry_run_answers_200_and_writes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=utc_daily(recording_target.url(), overlap="buffer_all"))
+    past = daily_occurrences(2)
+    response = await client.post(
+        "/tasks/nightly-report/backfill", json=span(past) | {"dry_run": True}
+    )
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["runs"] == 2
+    assert await backfill_runs(client, answer["backfill_id"]) == []
+    assert (await client.get("/runs")).json()["items"] == []
+    assert_problem(await client.post(f"/backfills/{answer['backfill_id']}/cancel"), 404)
+
+
+def _bad(now: datetime) -> list[tuple[dict[str, Any], str]]:
+    week_ago = now - 7 * DAY
+    return [
+        ({"start": now.isoformat(), "end": week_ago.isoformat()}, "end"),  # reversed
+        ({"start": week_ago.isoformat(), "end": (now + DAY).isoformat()}, "end"),  # future
+        ({"start": (now - 1100 * DAY).isoformat(), "end": now.isoformat()}, "end"),  # > 1,000
+        ({"start": week_ago.isoformat(), "end": now.isoformat(), "overlap": "skip"}, "overlap"),
+        ({"start": "2026-01-01T00:00:00", "end": now.isoformat()}, "start"),  # no offset
+        ({"end": now.isoformat()}, "start"),
+        ({"start": week_ago.isoformat(), "end": now.isoformat(), "every": 1}, "every"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+async def test_bad_input_is_a_422_naming_the_field_and_nothing_is_written(
+    client: Client, recording_target: RecordingTarget, case: int
+) -> None:
+    await client.post("/tasks", json=utc_daily(recording_target.url(), overlap="buffer_all"))
+    body, field = _bad(datetime.now(UTC))[case]
+    response = await client.post("/tasks/nightly-report/backfill", json=body)
+    assert fields(assert_problem(response, 422)) == [field]
+    assert (await client.get("/runs")).json()["items"] == []
+
+
+async def test_a_skip_task_needs_allow_all(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=utc_daily(recording_target.url()))
+    response = await client.post("/tasks/nightly-report/backfill", json=span(daily_occurrences(2)))
+    assert fields(assert_problem(response, 422)) == ["overlap"]
+    assert (await client.get("/runs")).json()["items"] == []
+
+
+async def test_cancel_a_backfill(client: Client, recording_target: RecordingTarget) -> None:
+    recording_target.respond("/", Response(delay=30))  # the first call hangs
+    await client.post("/tasks", json=utc_daily(recording_target.url(), overlap="buffer_all"))
+    answer = (
+        await client.post("/tasks/nightly-report/backfill", json=span(daily_occurrences(3)))
+    ).json()
+    await eventually(lambda: _received(recording_target, 1), "the first call")
+    response = await client.post(f"/backfills/{answer['backfill_id']}/cancel")
+    assert (response.status_code, response.json()) == (202, {"cancelled": 3})
+
+    async def ended() -> list[str] | None:
+        runs = await backfill_runs(client, answer["backfill_id"])
+        statuses = sorted(r["status"] for r in runs)
+        return statuses if statuses == ["cancelled"] * 3 else None
+
+    await eventually(ended, "every run of the backfill cancelled")
+    assert len(recording_target.received()) == 1  # the queued ones were never called
+    assert_problem(await client.post("/backfills/not-an-id/cancel"), 404)
+    assert_problem(await client.post("/tasks/nope/backfill", json=span(daily_occurrences(1))), 404)
