@@ -17,7 +17,7 @@ from uuid import UUID
 
 from domain.claims import new_run
 from domain.errors import InvalidRequest
-from domain.overlap import Placement, SlotPlan, Slots, plan
+from domain.overlap import Placement, SlotPlan, Slots, keeps_queue, plan
 from domain.runs import ClaimedRun, Run, RunStatus
 from domain.tasks import Task
 from domain.triggers import fire_times
@@ -70,13 +70,15 @@ def missing(occurrences: Iterable[datetime], succeeded: Iterable[datetime]) -> l
 
 
 def check_overlap(task: Task, overlap: BackfillOverlap) -> None:
-    """A task on `overlap: "skip"` keeps no queue (`domain.overlap.keeps_queue`), so
-    backfilled runs could not wait in it: only `allow_all` backfills such a task."""
-    if overlap == "buffer_all" and task.overlap == "skip":
+    """A paused task, or one on `overlap: "skip"`, keeps no queue
+    (`domain.overlap.keeps_queue`), so backfilled runs could not wait in it: only
+    `allow_all` backfills such a task."""
+    if overlap == "buffer_all" and not keeps_queue(task):
+        why = "is paused" if not task.enabled else 'has overlap "skip"'
         raise InvalidRequest(
             "overlap",
-            'the task\'s overlap is "skip", so it keeps no queue: backfill it with'
-            ' "allow_all", or set its overlap to "buffer_all" first',
+            f'the task {why}, so it keeps no queue: backfill it with "allow_all", or'
+            ' resume it / set its overlap to "buffer_all" first',
         )
 
 

@@ -295,6 +295,7 @@ def openapi_config() -> OpenAPIConfig:
         tags=[
             Tag(name="tasks", description="Tasks: a trigger and an HTTP target."),
             Tag(name="runs", description="Runs: one per occurrence or manual fire."),
+            Tag(name="backfills", description="Backfills: past occurrences run again."),
             Tag(name="events", description="Events: what tasks tell, and their delivery."),
             Tag(name="triggers", description="Trigger previews."),
             Tag(

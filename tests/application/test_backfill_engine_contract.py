@@ -1,0 +1,61 @@
+"""The engine contract for backfills (docs/policies.md, "Backfill"): backfilled runs made
+through the use case, called by real engines (native and APScheduler) on every store."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from application.backfills import BackfillService
+from domain.backfills import BackfillRequest
+from domain.runs import RunStatus
+from domain.triggers import CronTrigger
+from tests.application.test_engine_contract import T0, Cluster, key_of, keys, make_task
+from tests.application.test_engine_contract import cluster as cluster  # fixtures
+from tests.application.test_engine_contract import engine_factory as engine_factory
+from tests.application.test_engine_contract import http_executor as http_executor
+from tests.fixtures.target import RecordingTarget, Response
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+DAY = timedelta(days=1)
+
+
+@pytest.mark.parametrize("overlap", ["buffer_all", "allow_all"])
+async def test_backfilled_runs_carry_their_occurrences_idempotency_keys(
+    cluster: Cluster, recording_target: RecordingTarget, overlap: str
+) -> None:
+    recording_target.respond("/daily", *[Response(delay=0.2)] * 3)
+    # Midnight UTC daily; created at T0 (noon): its next occurrence is tomorrow, so only
+    # the backfill makes runs.
+    daily = CronTrigger(expression="0 0 * * *", timezone="UTC")
+    task = await cluster.add(make_task(recording_target, "/daily", daily, overlap="buffer_all"))
+    engine = await cluster.engine()
+    cluster.clock.set(T0)
+    service = BackfillService(
+        cluster.store.backfills,  # type: ignore[attr-defined]
+        cluster.store.get_task,  # type: ignore[arg-type]
+        cluster.clock,
+        engine,
+        replica="api-1",
+    )
+    midnight = T0.replace(hour=0)
+    past = [midnight - 2 * DAY, midnight - DAY, midnight]
+    made = await service.backfill(
+        task.id,
+        BackfillRequest(past[0], past[-1], overlap=overlap),  # type: ignore[arg-type]
+    )
+    assert made.occurrences == past
+    runs = sorted(
+        await cluster.wait_runs(task, 3, what="the backfill's runs to end"),
+        key=lambda run: run.scheduled_for,
+    )
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 3
+    assert {r.backfill_id for r in runs} == {made.backfill_id}
+    assert sorted(keys(recording_target, "/daily")) == sorted(key_of(task, at) for at in past)
+    if overlap == "buffer_all":  # one slot: one call after the other, oldest first
+        assert keys(recording_target, "/daily") == [key_of(task, at) for at in past]
+        for before, after in zip(runs, runs[1:], strict=False):
+            assert before.finished_at and after.started_at
+            assert after.started_at >= before.finished_at
