@@ -3,6 +3,7 @@ through the use case, called by real engines (native and APScheduler) on every s
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 import pytest
@@ -56,6 +57,6 @@ async def test_backfilled_runs_carry_their_occurrences_idempotency_keys(
     assert sorted(keys(recording_target, "/daily")) == sorted(key_of(task, at) for at in past)
     if overlap == "buffer_all":  # one slot: one call after the other, oldest first
         assert keys(recording_target, "/daily") == [key_of(task, at) for at in past]
-        for before, after in zip(runs, runs[1:], strict=False):
+        for before, after in itertools.pairwise(runs):
             assert before.finished_at and after.started_at
             assert after.started_at >= before.finished_at
