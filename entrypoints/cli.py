@@ -1,4 +1,5 @@
-"""`imbi-scheduler`: serve the API and the engine, initialize the schema, preview triggers."""
+"""`imbi-scheduler`: serve the API and the engine, initialize the schema, preview triggers;
+`explain` and `backfill` ask a running server (entrypoints/cli_api.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from adapters.postgres import initialize
 from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
 from domain.validation import FieldError, field_errors
+from entrypoints.cli_api import API_EXIT_CODES
+from entrypoints.cli_api import add_commands as add_api_commands
 from entrypoints.container import Container, build_container
 from entrypoints.http.app import create_app
 from entrypoints.logs import configure_logging
@@ -45,6 +48,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
     SchedulerError: 70,  # EX_SOFTWARE
     ListenError: 71,  # EX_OSERR
     OSError: 71,
+    **API_EXIT_CODES,  # explain, backfill: the server unreachable (69), the token refused (77)
 }
 UNEXPECTED = 70
 
@@ -354,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a fire time on a --calendar date does (default: exclude)",
     )
     show.set_defaults(command=preview, parser=show)
+    add_api_commands(commands, formatter)
     return parser
 
 

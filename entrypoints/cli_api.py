@@ -1,0 +1,165 @@
+"""`imbi-scheduler explain` and `imbi-scheduler backfill`: commands that ask a running
+server's API, so they work against any replica and need no access to its database.
+
+The server is `--url` (or SCHEDULER_URL, default http://127.0.0.1:8005) and the bearer
+token `--token` (or SCHEDULER_TOKEN; none by default). Exit codes are the other
+commands' (docs/operations.md, "Exit codes"): 65 for what the API refused as bad input
+(400, 404, 422), 69 when the server cannot be reached or fails (5xx), 77 when the token
+is missing or not allowed (401, 403).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from domain.errors import InvalidRequest, SchedulerError
+from domain.validation import FieldError
+
+DEFAULT_URL = "http://127.0.0.1:8005"
+TIMEOUT = 30.0
+
+
+class ServerUnavailable(SchedulerError):
+    """The server could not be reached, or answered with a 5xx."""
+
+
+class AccessDenied(SchedulerError):
+    """The server refused the token (401, 403)."""
+
+
+# Added to the CLI's exit codes (entrypoints.cli.EXIT_CODES).
+API_EXIT_CODES: dict[type[BaseException], int] = {ServerUnavailable: 69, AccessDenied: 77}
+
+
+def explain(args: argparse.Namespace) -> int:
+    params = {} if args.at is None else {"at": _instant(args.at, "--at")}
+    answer = _call(args, "GET", f"/tasks/{quote(args.task, safe='')}/explain", params=params)
+    occurrence = answer.get("occurrence") or "none"
+    print(f"{answer['verdict']}: occurrence {occurrence} (task version {answer['task_version']})")
+    print(answer["detail"])
+    for run in answer.get("runs", []):
+        print(_run_line(run))
+    return 0
+
+
+def backfill(args: argparse.Namespace) -> int:
+    body = {
+        "start": _instant(args.start, "--start"),
+        "end": _instant(args.end, "--end"),
+        "only_missing": not args.all,
+        "overlap": args.overlap,
+        "dry_run": args.dry_run,
+    }
+    answer = _call(args, "POST", f"/tasks/{quote(args.task, safe='')}/backfill", json=body)
+    made = "would make" if args.dry_run else "made"
+    print(f"backfill {answer['backfill_id']}: {made} {answer['runs']} runs")
+    for run in answer.get("items", []):
+        print(_run_line(run))
+    return 0
+
+
+def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:
+    """Add `explain` and `backfill` to the CLI's subcommands."""
+    why = commands.add_parser(
+        "explain",
+        help="say what became of a task's occurrence (asks a running server)",
+        description="Ask a running server what became of the task's occurrence at or "
+        "just before --at (default: now): its verdict, a sentence, and its runs. The "
+        "server is --url or SCHEDULER_URL, the token --token or SCHEDULER_TOKEN.",
+        formatter_class=formatter,
+        epilog="example:\n  imbi-scheduler explain nightly-report --at 2026-03-08T07:30:00Z",
+    )
+    why.add_argument("task", metavar="TASK", help="the task's name or id")
+    why.add_argument("--at", help="an instant with an offset (default: now)")
+    _server_options(why)
+    why.set_defaults(command=explain, parser=why)
+
+    again = commands.add_parser(
+        "backfill",
+        help="run a past range of a task's occurrences again (asks a running server)",
+        description="Ask a running server to make a run for each of the task's fire times "
+        "in [--start, --end] (at most 1,000, none in the future), each called with its "
+        "occurrence's Idempotency-Key. Occurrences that already succeeded are left out "
+        "unless --all. The server is --url or SCHEDULER_URL, the token --token or "
+        "SCHEDULER_TOKEN.",
+        formatter_class=formatter,
+        epilog="example:\n  imbi-scheduler backfill nightly-report "
+        "--start 2026-03-01T00:00:00Z --end 2026-03-08T00:00:00Z --dry-run",
+    )
+    again.add_argument("task", metavar="TASK", help="the task's name or id")
+    again.add_argument("--start", required=True, help="the range's first instant")
+    again.add_argument("--end", required=True, help="the range's last instant (inclusive)")
+    again.add_argument("--dry-run", action="store_true", help="show what would be made")
+    again.add_argument("--all", action="store_true", help="also occurrences that already succeeded")
+    again.add_argument(
+        "--overlap",
+        default="buffer_all",
+        choices=["buffer_all", "allow_all"],
+        help="buffer_all (default): wait for the task's slots in order; allow_all: all at once",
+    )
+    _server_options(again)
+    again.set_defaults(command=backfill, parser=again)
+
+
+def _server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url", help=f"the server's base URL (default: SCHEDULER_URL, else {DEFAULT_URL})"
+    )
+    parser.add_argument("--token", help="a bearer token (default: SCHEDULER_TOKEN)")
+
+
+def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
+    url = (args.url or os.environ.get("SCHEDULER_URL") or DEFAULT_URL).rstrip("/")
+    token = args.token or os.environ.get("SCHEDULER_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.request(method, url + path, headers=headers, timeout=TIMEOUT, **request)
+    except httpx.HTTPError as exc:
+        raise ServerUnavailable(f"cannot reach {url}: {exc}") from None
+    if response.is_success:
+        return response.json()
+    problem = _problem(response)
+    detail = problem.get("detail") or response.reason_phrase
+    if response.status_code in (401, 403):
+        raise AccessDenied(f"{response.status_code}: {detail}")
+    if response.status_code >= 500:
+        raise ServerUnavailable(f"{url} answered {response.status_code}: {detail}")
+    errors = problem.get("errors") or []
+    if errors:
+        raise InvalidRequest.of([FieldError(_option(e["field"]), e["message"]) for e in errors])
+    raise InvalidRequest(args.task if response.status_code == 404 else "request", detail)
+
+
+def _problem(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _option(field: str) -> str:
+    """An API field as the option that gave it (`start` -> `--start`)."""
+    options = {"start": "--start", "end": "--end", "at": "--at", "overlap": "--overlap"}
+    return options.get(field, field)
+
+
+def _instant(value: str, option: str) -> str:
+    try:
+        instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequest(option, f"{value!r} is not an ISO 8601 date and time") from None
+    if instant.tzinfo is None:
+        raise InvalidRequest(option, f"{value!r} needs an offset (Z, +02:00, ...)")
+    return instant.isoformat()
+
+
+def _run_line(run: dict[str, Any]) -> str:
+    error = f"  {run['error']}" if run.get("error") else ""
+    return f"  run {run['id']}  {run['scheduled_for']}  {run['status']}{error}"
