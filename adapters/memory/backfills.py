@@ -10,6 +10,7 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.memory.slots import Lease, SlotBook
+from adapters.memory.state import copy_task
 from domain.backfills import (
     CANCELLED_BY_BACKFILL,
     STOPPED_BY_BACKFILL,
@@ -55,7 +56,7 @@ class MemoryBackfills:
         dry_run: bool,
     ) -> Backfill:
         async with self._lock:
-            task = self._task(task_id)
+            task = copy_task(self._task(task_id))  # the caller never holds the store's own
             kept = list(occurrences)
             if only_missing:
                 kept = missing(kept, self._succeeded(task_id))
