@@ -277,7 +277,7 @@ API_MD_ROUTES = {
     ("get", "/runs"), ("get", "/runs/{id}"), ("post", "/runs/{id}/cancel"), ("get", "/events"),
     ("get", "/tasks/{id}/upcoming"), ("get", "/tasks/{id}/history"), ("put", "/tasks/{id}"),
     ("get", "/tasks/{id}/explain"),
-    ("post", "/tasks/apply"),
+    ("post", "/tasks/apply"), ("post", "/tasks/{id}/backfill"), ("post", "/backfills/{id}/cancel"),
     ("post", "/triggers/preview"), ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
     ("post", "/calendars"), ("get", "/calendars"), ("get", "/calendars/{name}"),
     ("put", "/calendars/{name}"), ("patch", "/calendars/{name}"), ("delete", "/calendars/{name}"),
