@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID, uuid4
 
+from application.calendar_store import CalendarStore
+from application.calendars import calendars_for
 from application.ports import Clock, RunDispatcher
 from domain.backfills import (
     Backfill,
@@ -58,12 +60,14 @@ class BackfillService:
         dispatcher: RunDispatcher,
         *,
         replica: str,
+        calendar_store: CalendarStore | None = None,
     ) -> None:
         self._store = store
         self._lookup = lookup  # a task by id or name (SchedulingService.get_task)
         self._clock = clock
         self._dispatcher = dispatcher
         self._replica = replica
+        self._calendar_store = calendar_store  # the calendar a trigger names, as it is now
 
     async def backfill(self, ref: str | UUID, request: BackfillRequest) -> Backfill:
         """Re-run the task's occurrences in `[start, end]`. Raises TaskNotFound and
@@ -71,7 +75,10 @@ class BackfillService:
         task = await self._lookup(ref)
         now = truncate(self._clock.now())
         start, end = _whole("start", request.start), _whole("end", request.end)
-        occurrences = backfill_fire_times(task, start, end, now)
+        calendars = None
+        if self._calendar_store is not None:
+            calendars = await calendars_for(self._calendar_store, task.trigger, strict=False)
+        occurrences = backfill_fire_times(task, start, end, now, calendars)
         check_overlap(task, request.overlap)
         made = await self._store.backfill(
             task.id,

@@ -20,7 +20,7 @@ from domain.errors import InvalidRequest
 from domain.overlap import Placement, SlotPlan, Slots, keeps_queue, plan
 from domain.runs import ClaimedRun, Run, RunStatus
 from domain.tasks import Task
-from domain.triggers import fire_times
+from domain.triggers import Calendars, fire_times
 
 MAX_BACKFILL = 1_000
 
@@ -42,7 +42,7 @@ class BackfillRequest:
 
 
 def backfill_fire_times(
-    task: Task, start: datetime, end: datetime, now: datetime
+    task: Task, start: datetime, end: datetime, now: datetime, calendars: Calendars = None
 ) -> list[datetime]:
     """The fire times of the task's trigger in `[start, end]`, oldest first.
 
@@ -54,7 +54,7 @@ def backfill_fire_times(
         raise InvalidRequest("end", "must not be in the future: a backfill re-runs the past")
     # The trigger's fire times strictly after `after`: step back one second so that a
     # fire time at `start` itself is in the range (instants are whole seconds).
-    found = fire_times(task.trigger, start - timedelta(seconds=1), MAX_BACKFILL + 1)
+    found = fire_times(task.trigger, start - timedelta(seconds=1), MAX_BACKFILL + 1, calendars)
     inside = [at for at in found if at <= end]
     if len(inside) > MAX_BACKFILL:
         raise InvalidRequest(

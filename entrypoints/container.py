@@ -160,6 +160,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         dispatcher=engine,
         replica=settings.provided.replica,
+        calendar_store=task_store,
     )
     sync = providers.Singleton(
         TaskSync, store=task_store, executor=executor, clock=clock, service=scheduling

@@ -166,3 +166,18 @@ async def test_cancel_a_backfill(client: Client, recording_target: RecordingTarg
     assert len(recording_target.received()) == 1  # the queued ones were never called
     assert_problem(await client.post("/backfills/not-an-id/cancel"), 404)
     assert_problem(await client.post("/tasks/nope/backfill", json=span(daily_occurrences(1))), 404)
+
+
+async def test_a_calendar_the_trigger_names_is_followed(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    past = daily_occurrences(3)
+    holiday = {"name": "holidays", "dates": [past[1].date().isoformat()]}
+    assert (await client.post("/calendars", json=holiday)).status_code == 201
+    body = utc_daily(recording_target.url(), overlap="buffer_all")
+    body["trigger"]["calendar"] = {"name": "holidays", "policy": "exclude"}
+    assert (await client.post("/tasks", json=body)).status_code == 201
+    answer = (
+        await client.post("/tasks/nightly-report/backfill", json=span(past) | {"dry_run": True})
+    ).json()
+    assert [datetime.fromisoformat(at) for at in answer["occurrences"]] == [past[0], past[2]]
