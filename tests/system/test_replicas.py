@@ -61,6 +61,21 @@ def running_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> int
     return 0 if row is None else int(row["n"])
 
 
+def slow_call_just_started_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> bool:
+    """Whether `replica` has a call of a slow task in flight that started in this very
+    second (instants are stored in whole seconds): it has a third of the slow target's
+    delay, at least, still to go."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*) AS n FROM {}.runs r JOIN {}.tasks t ON t.id = r.task_id"
+            " WHERE r.replica = %s AND r.status = 'running' AND t.name LIKE 'slow-%%'"
+            " AND r.started_at >= date_trunc('second', clock_timestamp())"
+        ).format(sql.Identifier(schema), sql.Identifier(schema)),
+        [replica],
+    ).fetchone()
+    return row is not None and int(row["n"]) > 0
+
+
 def restart_postgres() -> None:
     version = sorted(os.listdir("/etc/postgresql"))[0]
     subprocess.run(
@@ -94,9 +109,12 @@ def test_three_replicas_survive_a_sigkill_and_a_database_restart(
 
         time.sleep(3)  # let the three replicas share the load
         with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
-            # Kill replica-2 while it has a call in flight.
+            # Kill replica-2 while it has a call in flight: a slow one, started moments
+            # ago, so that it cannot end between this check and the kill.
             wait_for(
-                lambda: running_on(conn, schema, "replica-2") > 0, 30, "replica-2 to run a call"
+                lambda: slow_call_just_started_on(conn, schema, "replica-2"),
+                30,
+                "replica-2 to start a slow call",
             )
             assert replicas[2].stop(signal.SIGKILL) == -signal.SIGKILL
             killed_at = datetime.now().astimezone()
