@@ -16,6 +16,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect
 
+from application.backfills import BackfillService
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
 from entrypoints.http.auth import MUTATION, FailureLimiter, grant_of
@@ -28,6 +29,7 @@ from entrypoints.http.console.access import (
     login_form_secret,
     session_cookie,
 )
+from entrypoints.http.console.forms import backfill_request
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
 
@@ -83,6 +85,30 @@ class ConsoleActions(Controller):
         task = await scheduling.get_task(ref)
         rendered = await scheduling.dry_run(task.id)
         return render(request, "dry_run.html", task=task, rendered=rendered, live=False)
+
+    @post("/tasks/{ref:str}/backfill", name="console:backfill", include_in_schema=False)
+    async def backfill(
+        self,
+        request: Request[Any, Any, Any],
+        ref: FromPath[str],
+        backfills: NamedDependency[BackfillService],
+    ) -> Response[Any]:
+        """The backfill form: the same use case as `POST /tasks/{id}/backfill`. A dry
+        run shows the occurrences it would run; a real one shows its runs."""
+        form = await request.form()
+        wanted = backfill_request(
+            form.get("start"),
+            form.get("end"),
+            overlap=form.get("overlap"),
+            only_missing=form.get("only_missing") == "on",
+            dry_run=form.get("dry_run") == "on",
+        )
+        made = await backfills.backfill(ref, wanted)
+        if wanted.dry_run:
+            return render(
+                request, "backfill.html", ref=ref, backfill=made, wanted=wanted, live=False
+            )
+        return Redirect(f"/ui/runs?backfill={made.backfill_id}", status_code=303)
 
     @post("/runs/{run_id:str}/cancel", name="console:cancel", include_in_schema=False)
     async def cancel(

@@ -16,9 +16,10 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
-from domain.errors import InvalidRequest, RunNotFound, TaskNotFound
+from domain.errors import RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
+from entrypoints.http.console.forms import form_instant
 from entrypoints.http.console.pictures import STRIP_RUNS, run_strip, timeline
 from entrypoints.http.console.rendering import render
 from entrypoints.http.console.words import CALENDAR_POLICY_WORDS, trigger_words
@@ -161,14 +162,16 @@ class ConsolePages(Controller):
         tag: Text = "",
         since: Text = "",
         until: Text = "",
+        backfill: Text = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
     ) -> Response[str]:
         page = await scheduling.list_all_runs(
             status=status,
             task=task.strip() or None,
             tag=tag.strip() or None,
-            since=_instant("since", since),
-            until=_instant("until", until),
+            since=form_instant("since", since),
+            until=form_instant("until", until),
+            backfill=backfill.strip() or None,
             limit=RUNS_PAGE_SIZE * 2,
             cursor=cursor or None,
         )
@@ -177,7 +180,13 @@ class ConsolePages(Controller):
             request,
             "runs.html",
             rows=[(run, tasks.get(run.task_id)) for run in page.items],
-            filters={"task": task, "tag": tag, "since": since, "until": until},
+            filters={
+                "task": task,
+                "tag": tag,
+                "since": since,
+                "until": until,
+                "backfill": backfill,
+            },
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
             next_cursor=page.next_cursor,
@@ -194,17 +203,6 @@ def _changes(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
         return written if len(written) <= CHANGE_TEXT else written[: CHANGE_TEXT - 1] + "…"
 
     return [(field, text(old), text(new)) for field, (old, new) in sorted(changes.items())]
-
-
-def _instant(field: str, text: str) -> datetime | None:
-    """A time from a filter form: ISO 8601; without an offset it is UTC (the form says so)."""
-    if not text.strip():
-        return None
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID, Task]:

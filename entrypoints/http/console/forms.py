@@ -1,0 +1,43 @@
+"""What the console's forms send, read into the use cases' requests: the words of each
+error name the form's field, as the API's name the body's."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, get_args
+
+from domain.backfills import BackfillOverlap, BackfillRequest
+from domain.errors import InvalidRequest
+
+
+def form_instant(field: str, text: str) -> datetime | None:
+    """A time from a form: ISO 8601; without an offset it is UTC (the forms say so)."""
+    if not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def backfill_request(
+    start: Any, end: Any, *, overlap: Any, only_missing: bool, dry_run: bool
+) -> BackfillRequest:
+    """The backfill form's fields as a BackfillRequest. Raises InvalidRequest naming a
+    missing or malformed field."""
+    instants = {}
+    for field, text in (("start", start), ("end", end)):
+        instant = form_instant(field, text if isinstance(text, str) else "")
+        if instant is None:
+            raise InvalidRequest(field, "is required")
+        instants[field] = instant
+    if overlap not in get_args(BackfillOverlap):
+        raise InvalidRequest("overlap", f"must be one of {', '.join(get_args(BackfillOverlap))}")
+    return BackfillRequest(
+        start=instants["start"],
+        end=instants["end"],
+        only_missing=only_missing,
+        overlap=overlap,
+        dry_run=dry_run,
+    )

@@ -1,0 +1,109 @@
+"""The console's backfill form (docs/api.md, "Console"): the same use case as `POST
+/tasks/{id}/backfill`. A dry run lists the occurrences and runs nothing; a backfill
+leads to its runs on the runs page, each called with its occurrence's Idempotency-Key."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import log_in
+from tests.console.test_console_browser import create, expect
+from tests.console.test_console_pages import Client, csrf_of
+from tests.console.test_console_pages import open_console as open_console  # fixture
+from tests.entrypoints.helpers import cron_task
+from tests.fixtures.target import RecordingTarget
+
+# Daily at 03:00 UTC: nothing fires while a test runs, and the past holds fire times.
+DAILY = {"kind": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
+
+
+def past_range() -> tuple[datetime, datetime, list[datetime]]:
+    """From 03:00 three days ago to a minute ago, and the fire times of DAILY in it."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    start = now.replace(hour=3, minute=0) - timedelta(days=3)
+    end = now - timedelta(minutes=1)
+    fires = [start + timedelta(days=k) for k in range(4) if start + timedelta(days=k) <= end]
+    return start, end, fires
+
+
+def form_time(instant: datetime) -> str:
+    """As a datetime-local input sends it: no offset (the form says UTC)."""
+    return instant.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+async def test_a_dry_run_lists_the_occurrences_and_writes_nothing(open_console: Client) -> None:
+    body = cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY)
+    assert (await open_console.post("/tasks", json=body)).status_code == 201
+    page = await open_console.get("/ui/tasks/daily")
+    assert 'action="/ui/tasks/daily/backfill"' in page.text
+    start, end, fires = past_range()
+    form = {
+        "csrf_token": csrf_of(page.text),
+        "start": form_time(start),
+        "end": form_time(end),
+        "overlap": "allow_all",
+        "only_missing": "on",
+        "dry_run": "on",
+    }
+
+    shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
+
+    assert shown.status_code == 200, shown.text
+    assert f"{len(fires)} occurrences" in shown.text and "nothing was written" in shown.text
+    for fire in fires:
+        assert fire.strftime("%Y-%m-%d 03:00:00") in shown.text
+    assert (await open_console.get("/runs")).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"start": ""}, "start"), ({"end": "yesterday"}, "end"), ({"overlap": "all"}, "overlap")],
+)
+async def test_a_bad_backfill_form_is_an_error_page_naming_the_field(
+    open_console: Client, change: dict[str, str], field: str
+) -> None:
+    assert (await open_console.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).is_success
+    page = await open_console.get("/ui/tasks/nightly-report")
+    form = {
+        "csrf_token": csrf_of(page.text),
+        "start": form_time(past_range()[0]),
+        "end": form_time(past_range()[1]),
+        "overlap": "allow_all",
+        **change,
+    }
+
+    shown = await open_console.post("/ui/tasks/nightly-report/backfill", data=form)
+
+    assert shown.status_code == 422
+    assert "text/html" in shown.headers["content-type"]
+    assert re.search(rf"\b{field}\b", shown.text)
+    assert (await open_console.get("/runs")).json()["items"] == []
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_backfill_from_the_task_page_runs_each_occurrence_with_its_key(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target, trigger=DAILY)
+    start, end, fires = past_range()
+    page = new_page()
+    log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    page.get_by_text("Backfill: run past occurrences again").click()
+    page.get_by_label("From (UTC)").fill(form_time(start))
+    page.get_by_label("To (UTC, not in the future)").fill(form_time(end))
+    page.get_by_role("button", name="Backfill", exact=True).click()
+
+    page.wait_for_url("**/ui/runs?backfill=*")
+    rows = page.locator("table.runs tbody tr")
+    expect()(rows).to_have_count(len(fires))
+    expect()(page.locator("table.runs")).not_to_contain_text("running", timeout=20_000)
+    keys = sorted(r.header("Idempotency-Key") for r in target.received(f"/{task['name']}"))
+    wanted = [f"{task['id']}:{int(fire.timestamp())}" for fire in fires]
+    assert keys == wanted
