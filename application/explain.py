@@ -20,6 +20,7 @@ from domain.explain import (
     from_runs,
     latest_fire_at_or_before,
     not_scheduled,
+    omitted_occurrence,
     paused_detail,
     spec_of,
     stamp,
@@ -63,6 +64,9 @@ async def explain(
     # The calendar as it is now (calendars keep no history; one deleted since reads empty).
     calendars = await calendars_for(store, spec.trigger, strict=False)
     occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
+    omitted = omitted_occurrence(spec.trigger, occurrence, at, calendars, in_force.version)
+    if omitted is not None:
+        return omitted
     if occurrence is None:
         detail = f"the trigger in force at {stamp(at)} had no fire time at or before it"
         return not_scheduled(None, detail, in_force)

@@ -29,6 +29,8 @@ class Verdict(StrEnum):
     COALESCED = "coalesced"
     QUEUED = "queued"
     CANCELLED = "cancelled"
+    EXCLUDED = "excluded"
+    DST_SKIPPED = "dst_skipped"
     NOT_SCHEDULED = "not_scheduled"
 
 
@@ -59,6 +61,39 @@ def latest_fire_at_or_before(
             return candidate
         back *= 2
     return None
+
+
+# When the trigger has no fire time at or before the instant, how far back the search
+# for a wall time it did not fire looks (a calendar excluding every day, a long gap).
+_OMISSION_LOOKBACK = timedelta(days=7)
+
+
+def omitted_occurrence(
+    trigger: Trigger,
+    fired: datetime | None,
+    instant: datetime,
+    calendars: Calendars = None,
+    version: int | None = None,
+) -> Explanation | None:
+    """The wall time in (fired, instant] the trigger did not fire, when there is one: it
+    is the occurrence just before `instant`. Its verdict is `excluded` (a calendar date
+    the trigger excludes) or `dst_skipped` (a wall time a DST gap removed, under
+    `gap: skip`); the same core that computes fire times says which (`omitted`)."""
+    after = fired if fired is not None else instant - _OMISSION_LOOKBACK
+    listed = trigger.annotated(after, 1, calendars)
+    gone = [o for o in listed.omitted if after < o.key <= instant and o.reason != "rolled_away"]
+    if not gone:
+        return None
+    last = gone[-1]
+    wall = f"{last.date.isoformat()} {last.wall.isoformat()}"
+    if last.reason == "excluded":
+        detail = (
+            f"excluded: {wall} is a date of calendar {last.calendar}, which the trigger excludes"
+        )
+        return Explanation(last.key, Verdict.EXCLUDED, detail, [], version)
+    zone = getattr(trigger, "timezone", "UTC")
+    detail = f"dst_skipped: {wall} did not exist in {zone} (a DST gap), and the gap policy is skip"
+    return Explanation(last.key, Verdict.DST_SKIPPED, detail, [], version)
 
 
 def spec_of(version: TaskVersion) -> TaskSpec | None:

@@ -1,0 +1,71 @@
+"""Explain's `excluded` and `dst_skipped` (docs/api.md, "GET /tasks/{id}/explain"): the
+wall time just before the instant that the trigger did not fire, found by the same core
+that computes fire times."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from domain.calendars import Calendar
+from domain.explain import Verdict, latest_fire_at_or_before, omitted_occurrence
+from domain.triggers import TRIGGER_ADAPTER
+
+HOLIDAYS = Calendar(name="holidays", dates=["2026-12-25"])
+
+
+def explain_at(trigger: dict[str, object], at: datetime, calendars: dict[str, Calendar] | None):  # type: ignore[no-untyped-def]
+    parsed = TRIGGER_ADAPTER.validate_python(trigger)
+    fired = latest_fire_at_or_before(parsed, at, calendars)
+    return fired, omitted_occurrence(parsed, fired, at, calendars, version=3)
+
+
+def test_a_date_the_calendar_excludes_is_excluded_naming_the_calendar() -> None:
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "timezone": "Europe/Berlin",
+        "calendar": {"name": "holidays", "policy": "exclude"},
+    }
+    at = datetime(2026, 12, 25, 12, 0, tzinfo=UTC)
+
+    fired, answer = explain_at(trigger, at, {"holidays": HOLIDAYS})
+
+    assert fired == datetime(2026, 12, 24, 8, 0, tzinfo=UTC)
+    assert answer is not None
+    assert (answer.occurrence, answer.verdict, answer.task_version) == (
+        datetime(2026, 12, 25, 8, 0, tzinfo=UTC),
+        Verdict.EXCLUDED,
+        3,
+    )
+    assert answer.detail == (
+        "excluded: 2026-12-25 09:00:00 is a date of calendar holidays, which the trigger excludes"
+    )
+
+
+def test_a_wall_time_a_dst_gap_removed_under_skip_is_dst_skipped() -> None:
+    trigger = {
+        "kind": "cron",
+        "expression": "30 2 * * *",
+        "timezone": "America/New_York",
+        "dst": {"gap": "skip"},
+    }
+    at = datetime(2026, 3, 8, 9, 0, tzinfo=UTC)  # 05:00 EDT, the day clocks sprang forward
+
+    fired, answer = explain_at(trigger, at, None)
+
+    assert fired == datetime(2026, 3, 7, 7, 30, tzinfo=UTC)
+    assert answer is not None and answer.verdict is Verdict.DST_SKIPPED
+    assert answer.detail == (
+        "dst_skipped: 2026-03-08 02:30:00 did not exist in America/New_York (a DST gap), "
+        "and the gap policy is skip"
+    )
+
+
+def test_a_fired_occurrence_or_a_shifted_gap_has_no_omission() -> None:
+    shifted = {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"}
+    at = datetime(2026, 3, 8, 9, 0, tzinfo=UTC)
+
+    fired, answer = explain_at(shifted, at, None)
+
+    assert fired == datetime(2026, 3, 8, 7, 30, tzinfo=UTC)  # 03:30 EDT, shifted
+    assert answer is None
