@@ -22,7 +22,7 @@ from standardwebhooks.webhooks import Webhook
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 
 SECRET = "whsec_" + base64.b64encode(b"three-replicas-event-secret-32b!").decode()
 TASKS = 4

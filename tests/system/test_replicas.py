@@ -26,7 +26,7 @@ from psycopg.rows import dict_row
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 
 FAST_TASKS = 20
 SLOW_TASKS = 3

@@ -12,7 +12,7 @@ import pytest
 
 from bench.soak import Options, Soak
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 
 
 def test_the_short_soak_keeps_every_invariant(database_url: str) -> None:
