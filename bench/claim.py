@@ -13,7 +13,7 @@ Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records a
 the task's failure count) and prints the outcomes recorded per second (at batch 1, on
 the first 2,000 runs only). The schema is dropped at the end.
 
-    python bench/claim.py [--tasks N] [--url URL]
+    python bench/claim.py [--tasks N] [--url URL] [--only claims|outcomes]
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database.
@@ -223,16 +223,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument(
+        "--only", choices=("claims", "outcomes"), help="measure one of the two paths"
+    )
     args = parser.parse_args()
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(prepare(args.url, schema, args.tasks))
     try:
-        for claimers in CLAIMERS:
+        for claimers in CLAIMERS if args.only != "outcomes" else ():
             for batch in BATCHES:
                 asyncio.run(again(args.url, schema))
                 rate = measure(args.url, schema, claimers, batch, args.tasks)
                 print(f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s", flush=True)
-        for writers in WRITERS:
+        for writers in WRITERS if args.only != "claims" else ():
             for batch in FINISH_BATCHES:
                 rate = measure_finish(args.url, schema, writers, batch, args.tasks)
                 print(f"writers={writers} batch={batch}: {rate:,.0f} outcomes/s", flush=True)

@@ -74,6 +74,8 @@ class Slots:
 
     def started(self, count: int) -> Slots:
         """After `count` queued runs started (each takes a slot, stoppable)."""
+        if count == 0:  # the usual case, on the claim path of every task
+            return self
         return replace(
             self,
             in_flight=self.in_flight + count,
@@ -92,7 +94,8 @@ class Slots:
         return self  # skipped, or one queued run cancelled and one queued in its place
 
     def started_new(self) -> Slots:
-        return replace(self, in_flight=self.in_flight + 1, replaceable=self.replaceable + 1)
+        # The constructor, not `replace`: this is on the claim path of every call.
+        return Slots(self.limit, self.in_flight + 1, self.queued, self.replaceable + 1)
 
 
 def startable(slots: Slots) -> int:
