@@ -30,7 +30,9 @@ from entrypoints.http.tasks import TaskController
 from entrypoints.metrics import PrometheusObserver
 from entrypoints.runtime import running
 
-# Task bodies are small; anything this large is a mistake or an attack.
+# Task bodies are small; anything this large is a mistake or an attack. The one route
+# that takes many tasks at once, `POST /tasks/apply`, has a limit of its own
+# (entrypoints/http/sync.py: APPLY_MAX_BODY_BYTES).
 MAX_BODY_BYTES = 1024 * 1024
 
 

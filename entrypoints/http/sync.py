@@ -24,6 +24,11 @@ IfNoneMatch = Annotated[
 ]
 
 
+# A deploy pipeline applies its whole list in one request: 10,000 tasks of about 1 KiB
+# each fit (docs/api.md, "Declarative sync"); every other route keeps the 1 MiB limit.
+APPLY_MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
 class Selector(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -103,6 +108,7 @@ class SyncController(Controller):
     @post(
         "/apply",
         status_code=200,
+        request_max_body_size=APPLY_MAX_BODY_BYTES,
         dto=JsonObjectBody[ApplyRequest],
         return_dto=None,
         operation_id="applyTasks",

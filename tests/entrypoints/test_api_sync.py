@@ -162,3 +162,33 @@ async def test_apply_is_all_or_nothing(client: Client, recording_target: Recordi
         "tasks[0].name"
     ]
     assert await names(client) == {"existing"}
+
+
+async def test_apply_takes_a_body_past_the_one_mebibyte_limit_of_other_routes(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # 300 tasks of about 7 KiB: 2 MiB, refused anywhere else, one request here.
+    tasks = [
+        {"name": f"bulk-{i}", **spec(recording_target, description="d" * 7_000)} for i in range(300)
+    ]
+    body = {"tasks": tasks}
+    elsewhere = await client.post("/tasks", json={**tasks[0], "description": "d" * 2_000_000})
+    assert_problem(elsewhere, 413)
+    applied = await client.post("/tasks/apply", json=body)
+    assert applied.status_code == 200, applied.text
+    assert applied.json()["created"] == [f"bulk-{i}" for i in range(300)]
+    stored = await client.get("/tasks/bulk-299")
+    assert stored.json()["description"] == "d" * 7_000
+
+
+async def test_apply_refuses_a_body_past_its_own_limit_and_writes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    padding = "d" * 9_000
+    tasks = [
+        {"name": f"huge-{i}", **spec(recording_target, description=padding)}
+        for i in range(2_000)  # about 18 MiB
+    ]
+    refused = await client.post("/tasks/apply", json={"tasks": tasks})
+    assert_problem(refused, 413)
+    assert await names(client) == set()
