@@ -1,0 +1,196 @@
+"""Backfill on PostgreSQL (issue 10, "Speed"): how long a backfill of N occurrences takes
+to be accepted, and how fast its queue drains against a target of known capacity.
+
+In a schema of its own (dropped at the end), through the real API (the Litestar app in
+this process, with its engine claiming and calling): a task firing every minute (cron)
+with `overlap: buffer_all` and `max_running_instances` M, calling a local target (a
+process of its own) that answers 200 after `--delay-ms`. Then:
+
+- accept: `POST /tasks/{id}/backfill` of the last N fire times, first as a dry run, then
+  for real (one transaction, N runs): the seconds each answer took;
+- drain: the seconds from that answer until the backfill's N runs have all finished,
+  the runs per second, and the target's capacity beside it (M slots / delay), so the
+  ratio says how close the queue comes to the pace the target allows.
+
+One figure per line, `name value`. The goals: accepted in under 1 s for N = 1,000, and a
+drain at the target's pace (no claim pass scans the queue: each start reads the head).
+
+    python bench/backfill.py [-n 1000] [--slots 4] [--delay-ms 20] [--url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from litestar.testing import AsyncTestClient
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.postgres import initialize
+from entrypoints.container import build_container
+from entrypoints.http.app import create_app
+from entrypoints.settings import Settings
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
+ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
+
+
+# -- the target: keep-alive HTTP/1.1, 200 after a fixed delay -------------------------
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
+            head = self.buffer[:end].lower()
+            length = 0
+            at = head.find(b"\r\ncontent-length:")
+            if at >= 0:
+                length = int(head[at + 17 :].split(b"\r\n", 1)[0])
+            if len(self.buffer) < end + 4 + length:
+                return
+            self.buffer = self.buffer[end + 4 + length :]
+            asyncio.get_running_loop().call_later(self.delay, self._answer)
+
+    def _answer(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(ANSWER)
+
+
+def _serve(port_out: Any, delay: float) -> None:
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _Connection(delay), "127.0.0.1", 0)
+        port_out.send(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
+def start_target(delay: float) -> tuple[Any, int]:
+    context = mp.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_serve, args=(send, delay), daemon=True)
+    process.start()
+    return process, int(receive.recv())
+
+
+# -- the measurement ------------------------------------------------------------------
+
+
+async def finished_count(client: AsyncTestClient[Any], backfill_id: str) -> int:
+    """How many of the backfill's runs have finished, paging through GET /runs."""
+    done = 0
+    params: dict[str, Any] = {"backfill": backfill_id, "limit": 500}
+    while True:
+        page = (await client.get("/runs", params=params)).json()
+        done += sum(run["finished_at"] is not None for run in page["items"])
+        if page["next_cursor"] is None:
+            return done
+        params = {"cursor": page["next_cursor"], "limit": 500}
+
+
+async def measure(url: str, schema: str, n: int, slots: int, delay: float) -> None:
+    process, port = start_target(delay)
+    settings = Settings(
+        database_url=url,
+        db_schema=schema,
+        api_tokens="",
+        host="127.0.0.1",
+        pool_size=8,
+        target_allow="127.0.0.1",
+        max_concurrent_runs=max(100, slots),
+    )
+    app = create_app(build_container(settings))
+    now = datetime.now(UTC).replace(microsecond=0)
+    try:
+        async with AsyncTestClient(app=app) as client:
+            created = await client.post(
+                "/tasks",
+                json={
+                    "name": "bench-backfill",
+                    # Every minute: its own occurrences queue beside the backfill's.
+                    "trigger": {"kind": "cron", "expression": "* * * * *"},
+                    "target": {"url": f"http://127.0.0.1:{port}/hook", "timeout_seconds": 30},
+                    "overlap": "buffer_all",
+                    "max_running_instances": slots,
+                },
+            )
+            assert created.status_code == 201, created.text
+            task_id = created.json()["id"]
+            # The last n fire times (minute boundaries) up to now, none of them run.
+            body = {"start": _iso(now - timedelta(minutes=n, seconds=-1)), "end": _iso(now)}
+            for label, dry_run in (("dry_run", True), ("accept", False)):
+                start = time.perf_counter()
+                answer = await client.post(
+                    f"/tasks/{task_id}/backfill", json={**body, "dry_run": dry_run}
+                )
+                took = time.perf_counter() - start
+                assert answer.status_code in (200, 202), answer.text
+                print(f"backfill_{label}_seconds {took:.3f}")
+            backfill = answer.json()
+            print(f"backfill_runs {backfill['runs']}")
+            began = time.perf_counter()
+            while (done := await finished_count(client, backfill["backfill_id"])) < n:
+                if time.perf_counter() - began > 600:
+                    raise SystemExit(f"only {done} of {n} runs finished in 600 s")
+                await asyncio.sleep(0.25)
+            drained = time.perf_counter() - began
+            print(f"drain_seconds {drained:.2f}")
+            print(f"drain_runs_per_second {n / drained:.1f}")
+            print(f"target_capacity_runs_per_second {slots / delay:.1f}")
+            print(f"drain_share_of_capacity {n / drained / (slots / delay):.2f}")
+    finally:
+        process.terminate()
+
+
+def _iso(instant: datetime) -> str:
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+async def run(url: str, n: int, slots: int, delay: float) -> None:
+    schema = f"bench_backfill_{uuid.uuid4().hex[:8]}"
+    await initialize(url, schema)
+    print(f"load_average_start {os.getloadavg()[0]:.2f}")
+    try:
+        await measure(url, schema, n, slots, delay)
+    finally:
+        print(f"load_average_end {os.getloadavg()[0]:.2f}")
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            await conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("-n", type=int, default=1000, help="occurrences to backfill")
+    parser.add_argument("--slots", type=int, default=4, help="max_running_instances")
+    parser.add_argument("--delay-ms", type=float, default=20, help="the target's answer time")
+    parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    args = parser.parse_args()
+    asyncio.run(run(args.url, args.n, args.slots, args.delay_ms / 1000))
+
+
+if __name__ == "__main__":
+    main()
