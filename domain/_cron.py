@@ -82,7 +82,9 @@ _FIELD_COUNT = (
 )
 
 
-@functools.lru_cache(maxsize=1024)
+# Large enough for a fleet's distinct expressions: a re-plan or claim pass walking 10,000
+# tasks with a few thousand expressions must not evict each one before it comes again.
+@functools.lru_cache(maxsize=16_384)
 def parse(expression: str) -> CronSchedule:
     """Parse a cron expression. Raises CronError naming the bad field."""
     text = expression.strip()

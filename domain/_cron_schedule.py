@@ -134,6 +134,6 @@ class CronSchedule:
         return None
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=16_384)  # as `_cron.parse`'s
 def _stepper(canonical: str) -> croniter[datetime]:
     return croniter(canonical, datetime(2000, 1, 1), ret_type=datetime, day_or=True)

@@ -21,6 +21,9 @@ MAX_DATES = 10_000
 ROLL_LIMIT_DAYS = 366
 WEEKDAY_NAMES = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")  # date.weekday() order
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+# How many answers a calendar keeps (`_DateIndex`): a few decades of dates, bounded so
+# that a long-lived calendar asked about ever more dates stays small.
+_INDEX_LIMIT = 20_000
 
 CalendarPolicy = Literal["exclude", "next_business_day", "previous_business_day"]
 
@@ -82,9 +85,7 @@ class Calendar(BaseModel):
     yearly: tuple[MonthDay, ...] = Field(default=(), max_length=366)
     weekdays: tuple[WeekdayName, ...] = Field(default=(), max_length=7)
 
-    _dates: frozenset[date] = PrivateAttr(default=frozenset())
-    _yearly: frozenset[tuple[int, int]] = PrivateAttr(default=frozenset())
-    _weekdays: frozenset[int] = PrivateAttr(default=frozenset())
+    _index: _DateIndex = PrivateAttr()
 
     @field_validator("dates", mode="before")
     @classmethod
@@ -97,9 +98,11 @@ class Calendar(BaseModel):
         return value
 
     def model_post_init(self, context: Any, /) -> None:
-        self._dates = frozenset(self.dates)
-        self._yearly = frozenset((int(text[:2]), int(text[3:])) for text in self.yearly)
-        self._weekdays = frozenset(WEEKDAY_NAMES.index(name) for name in self.weekdays)
+        self._index = _DateIndex(
+            frozenset(self.dates),
+            frozenset((int(text[:2]), int(text[3:])) for text in self.yearly),
+            frozenset(WEEKDAY_NAMES.index(name) for name in self.weekdays),
+        )
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy validated anew: the date sets are derived from the fields, so a copy
@@ -107,30 +110,76 @@ class Calendar(BaseModel):
         return self.model_validate({**dict(self), **(update or {})})
 
     def __contains__(self, day: object) -> bool:
-        if not isinstance(day, date):
-            return False
-        return (
-            day in self._dates
-            or (day.month, day.day) in self._yearly
-            or day.weekday() in self._weekdays
-        )
+        return isinstance(day, date) and self._index.holds(day)
 
     def holds_every_day(self) -> bool:
         """True when no date from now on is free: every weekday, or every day of the year.
         (Explicit dates end somewhere, so they alone never hold every day.)"""
-        return len(self._weekdays) == 7 or len(self._yearly) == 366
+        index = self._index
+        return len(index.weekdays) == 7 or len(index.yearly) == 366
 
     def free_date(self, day: date, step: int) -> date | None:
         """The nearest date after (step 1) or before (step -1) `day` not in the calendar,
         within ROLL_LIMIT_DAYS; None when there is none (or the calendar of dates ends)."""
+        return self._index.free_date(day, step)
+
+
+class _DateIndex:
+    """A calendar's dates as sets, and what was asked of them: a re-plan of 10,000 tasks
+    asks about the same few dates 10,000 times (the calendar is immutable, so the answers
+    hold for its life)."""
+
+    __slots__ = ("_free", "_held", "dates", "weekdays", "yearly")
+
+    def __init__(
+        self, dates: frozenset[date], yearly: frozenset[tuple[int, int]], weekdays: frozenset[int]
+    ) -> None:
+        self.dates = dates
+        self.yearly = yearly
+        self.weekdays = weekdays
+        self._held: dict[date, bool] = {}
+        self._free: dict[tuple[date, int], date | None] = {}
+
+    def __eq__(self, other: object) -> bool:  # calendars compare by their dates alone
+        if not isinstance(other, _DateIndex):
+            return NotImplemented
+        return (self.dates, self.yearly, self.weekdays) == (
+            other.dates,
+            other.yearly,
+            other.weekdays,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.dates, self.yearly, self.weekdays))
+
+    def holds(self, day: date) -> bool:
+        held = self._held.get(day)
+        if held is None:
+            held = (
+                day in self.dates
+                or (day.month, day.day) in self.yearly
+                or day.weekday() in self.weekdays
+            )
+            if len(self._held) < _INDEX_LIMIT:
+                self._held[day] = held
+        return held
+
+    def free_date(self, day: date, step: int) -> date | None:
+        key = (day, step)
+        if key in self._free:
+            return self._free[key]
+        found = None
         for distance in range(1, ROLL_LIMIT_DAYS + 1):
             try:
                 candidate = day + timedelta(days=step * distance)
             except OverflowError:
-                return None
-            if candidate not in self:
-                return candidate
-        return None
+                break
+            if not self.holds(candidate):
+                found = candidate
+                break
+        if len(self._free) < _INDEX_LIMIT:
+            self._free[key] = found
+        return found
 
 
 class CalendarRef(BaseModel):

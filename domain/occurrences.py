@@ -24,7 +24,11 @@ MONTH_CLAMPED = "month_clamped"
 OmissionReason = Literal["dst_gap", "excluded", "rolled_away"]
 # How far back the search for the unrolled fire time before `after` looks: a roll moves
 # a fire time at most ROLL_LIMIT_DAYS, so one older than this cannot roll past `after`.
-_LOOK_BACK = timedelta(days=368)
+# (2**20 minutes, about 728 days: the longest of the look backs doubling from a minute
+# that fit in twice 368 days, which is what the search looked back before it started
+# from the schedule's period; the reach stays the same so that no fire time changes.)
+_MINUTE = timedelta(minutes=1)
+_REACH = _MINUTE * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,10 +180,13 @@ def _rolling_forward(
 ) -> Iterator[Occurrence]:
     """A fire on a calendar date moves to the same wall time on the next free date, but
     never past the unrolled fire after it (there it fires once, as that one)."""
-    current = _last_at_or_before(schedule, floor) or schedule.unbounded_next(floor, omitted)
+    memo = _Memo(schedule)
+    current = _last_at_or_before(memo, floor) or schedule.unbounded_next(floor, omitted)
     last = floor
     while current is not None:
-        following = schedule.unbounded_next(current.at, omitted)
+        following = (
+            memo(current.at) if omitted is None else schedule.unbounded_next(current.at, omitted)
+        )
         if current.wall.date() not in calendar:
             if current.at > last:
                 yield current
@@ -261,23 +268,55 @@ def _rolled(
     ]
 
 
-def _last_at_or_before(schedule: Schedule, floor: datetime) -> Occurrence | None:
-    """The last unrolled fire at or before `floor` within _LOOK_BACK, found by looking
-    back ever further (1 minute, 2, 4 …) and then stepping forward."""
-    back = timedelta(minutes=1)
-    while back <= 2 * _LOOK_BACK:
+class _Memo:
+    """`unbounded_next` without omissions, each floor searched once: the look back and
+    the roll that follows it ask for the same fires."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self._found: dict[datetime, Occurrence | None] = {}
+
+    def __call__(self, floor: datetime) -> Occurrence | None:
+        if floor not in self._found:
+            self._found[floor] = self.schedule.unbounded_next(floor, None)
+        return self._found[floor]
+
+
+def _last_at_or_before(memo: _Memo, floor: datetime) -> Occurrence | None:
+    """The last unrolled fire at or before `floor` within _REACH, found by looking back
+    ever further (doubling) and then stepping forward. The first look back is the gap
+    between the two fires after `floor`: a regular schedule's period, which finds the
+    fire before at once, where starting from a minute took a dozen searches (a daily
+    cron). Whatever the first look back, the answer is the same: the last fire at or
+    before `floor`, if there is one within _REACH."""
+    try:
+        floor - _REACH
+    except OverflowError:  # near year 1: look back as the reach allows, from a minute
+        return _last_from(memo, floor, _MINUTE)
+    return _last_from(memo, floor, _first_look_back(memo, floor))
+
+
+def _first_look_back(memo: _Memo, floor: datetime) -> timedelta:
+    after = memo(floor)
+    following = None if after is None else memo(after.at)
+    if after is None or following is None:
+        return _MINUTE
+    return min(max(following.at - after.at, _MINUTE), _REACH)
+
+
+def _last_from(memo: _Memo, floor: datetime, back: timedelta) -> Occurrence | None:
+    while True:
         try:
-            candidate = schedule.unbounded_next(floor - back, None)
+            candidate = memo(floor - back)
         except OverflowError:
             return None
         if candidate is not None and candidate.at <= floor:
-            while (later := schedule.unbounded_next(candidate.at, None)) is not None:
-                if later.at > floor:
-                    break
+            while (later := memo(candidate.at)) is not None and later.at <= floor:
                 candidate = later
             return candidate
-        back *= 2
-    return None
+        if back >= _REACH:
+            return None
+        back = min(2 * back, _REACH)
 
 
 def _tell(
