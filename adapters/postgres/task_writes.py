@@ -121,10 +121,15 @@ class TaskWrites(PostgresStoreBase):
                             raise VersionConflict(update.task.id, update.expected_version)
                         cur.nextset()
                     await name_calendars(conn, self._c, [u.task for u in updated], created=False)
+                    # One statement per error, not one per task: an apply may update
+                    # thousands of tasks that keep no queue.
+                    dropping: dict[str, list[UUID]] = {}
                     for update in updated:
                         if not keeps_queue(update.task):
                             error = dropped_queue_error(update.task)
-                            await self._queues.drop(conn, [update.task.id], error, at)
+                            dropping.setdefault(error, []).append(update.task.id)
+                    for error, task_ids in dropping.items():
+                        await self._queues.drop(conn, task_ids, error, at)
                 if created:
                     await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
                     versions = [version_params(first_version(t, actor)) for t in created]
