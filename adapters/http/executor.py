@@ -66,6 +66,10 @@ class _Result:
         return self.status is not None and 200 <= self.status < 300
 
 
+# An answer: status, reason phrase, Retry-After (if any) and the excerpt of the body.
+_Answer = tuple[int, str, str | None, str]
+
+
 class HttpExecutor:
     """Calls HTTP targets through one pooled httpx client behind the outbound guard.
 
@@ -93,6 +97,7 @@ class HttpExecutor:
         self._clock = clock or SystemClock()
         self._templates = Templates()
         self._client: httpx.AsyncClient | None = None
+        self._transport: GuardedTransport | None = None  # the client's
         self._tokens = OAuth2Tokens(self._http)
 
     def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
@@ -195,7 +200,7 @@ class HttpExecutor:
 
     async def close(self) -> None:
         if self._client is not None:
-            client, self._client = self._client, None
+            client, self._client, self._transport = self._client, None, None
             await client.aclose()
 
     # -- one run ------------------------------------------------------------------
@@ -237,14 +242,12 @@ class HttpExecutor:
                 authorization = await self._authorization(credentials, timeout)
                 if authorization is not None:
                     set_header(headers, b"Authorization", authorization.encode())
-                response = await self._http().send(
-                    build_request(self._http(), request, headers, timeout, self._sign()),
-                    stream=True,
-                )
-                try:
-                    excerpt = await read_excerpt(response, limit, credentials.secrets)
-                finally:
-                    await response.aclose()
+                built = build_request(self._http(), request, headers, timeout, self._sign())
+                if built.url.userinfo:
+                    # httpx turns a URL's user:password into Basic auth: its own path.
+                    answer = await self._send_through_client(built, limit, credentials)
+                else:
+                    answer = await self._send(built, limit, credentials)
         except TokenError as exc:
             return _Result(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
@@ -253,18 +256,55 @@ class HttpExecutor:
                 logger.error("unexpected error calling a target: %s", type(exc).__name__)
             message = scrub(failure.message, credentials.secrets)
             return _Result(error=message, retryable=failure.retryable)
-        status = response.status_code
+        status, reason, retry_after_header, excerpt = answer
         if 200 <= status < 300:
             return _Result(status=status, excerpt=excerpt)
         retryable = status == 429 or status >= 500
-        retry_after = retry_after_seconds(response.headers.get("Retry-After"))
+        retry_after = retry_after_seconds(retry_after_header)
         return _Result(
             status=status,
             excerpt=excerpt,
-            error=f"HTTP {status} {response.reason_phrase}".rstrip(),
+            error=f"HTTP {status} {reason}".rstrip(),
             retryable=retryable,
             retry_after=retry_after if retryable else None,
         )
+
+    async def _send(self, request: httpx.Request, limit: int, credentials: Credentials) -> _Answer:
+        """One exchange straight through the pool: what `AsyncClient.send` does for
+        this client (no cookies, auth or redirects to handle), without its layers
+        (docs/adr/0010). A compressed answer's excerpt is decoded by httpx."""
+        self._http()
+        assert self._transport is not None
+        head, body = await self._transport.exchange(request)
+        try:
+            headers = head.headers
+            if any(name == b"content-encoding" for name, _ in headers):
+                response = httpx.Response(
+                    head.status_code, headers=headers.raw_items(), stream=body, request=request
+                )
+                excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
+            else:
+                excerpt = await read_excerpt(body, limit, credentials.secrets)
+        finally:
+            await body.aclose()
+        retry_after = [value for name, value in headers if name == b"retry-after"]
+        return (
+            head.status_code,
+            head.reason.decode("ascii", errors="ignore"),
+            b", ".join(retry_after).decode("latin-1") if retry_after else None,
+            excerpt,
+        )
+
+    async def _send_through_client(
+        self, request: httpx.Request, limit: int, credentials: Credentials
+    ) -> _Answer:
+        response = await self._http().send(request, stream=True)
+        try:
+            excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
+        finally:
+            await response.aclose()
+        retry_after = response.headers.get("Retry-After")
+        return response.status_code, response.reason_phrase, retry_after, excerpt
 
     async def _authorization(self, credentials: Credentials, timeout_seconds: float) -> str | None:
         if credentials.header is not None:
@@ -305,10 +345,11 @@ class HttpExecutor:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
+            self._transport = GuardedTransport(
+                self._guard, max_connections=self._settings.max_connections
+            )
             self._client = CookielessClient(
-                transport=GuardedTransport(
-                    self._guard, max_connections=self._settings.max_connections
-                ),
+                transport=self._transport,
                 headers={"User-Agent": self._settings.user_agent},
                 # No proxies or .netrc from the environment; redirects are answers.
                 trust_env=False,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -99,15 +99,16 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-async def read_excerpt(response: httpx.Response, limit: int, secrets: Iterable[str]) -> str:
-    """The first `limit` bytes of the body, decoded leniently (UTF-8, bad bytes and NUL
+async def read_excerpt(body: AsyncIterable[bytes], limit: int, secrets: Iterable[str]) -> str:
+    """The first `limit` bytes of `body` (decoded as sent: without a Content-Encoding,
+    or by `httpx.Response.aiter_bytes`), decoded leniently (UTF-8, bad bytes and NUL
     replaced, since PostgreSQL text holds no NUL), with secrets scrubbed. Reads only a
     little past `limit`: enough that a secret crossing the cut is still recognised."""
     secrets = [s for s in secrets if s]
     window = limit + max((len(s.encode()) for s in secrets), default=0)
     data = bytearray()
     if window:
-        async for chunk in response.aiter_bytes():
+        async for chunk in body:
             data += chunk
             if len(data) >= window:
                 break

@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import suppress
 
+import h11
 import httpx
 
 from adapters.http.connections import Connection, Key
@@ -202,7 +203,7 @@ class _Pool:
                 waiter.set_result(None)
 
 
-class _Body(httpx.AsyncByteStream):
+class Body(httpx.AsyncByteStream):
     """A response body; closing it gives its connection back to the pool."""
 
     def __init__(self, pool: _Pool, connection: Connection, seconds: float | None) -> None:
@@ -250,6 +251,18 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        head, body = await self.exchange(request)
+        return httpx.Response(
+            status_code=head.status_code,
+            headers=head.headers.raw_items(),
+            stream=body,
+            extensions={"http_version": b"HTTP/" + head.http_version, "reason_phrase": head.reason},
+        )
+
+    async def exchange(self, request: httpx.Request) -> tuple[h11.Response, Body]:
+        """Send `request`; the head of its answer and its body, whose closing gives the
+        connection back. What `handle_async_request` does without wrapping the answer in
+        an `httpx.Response`: the executor calls this directly (docs/adr/0010)."""
         url = request.url
         scheme = url.raw_scheme
         if scheme not in _DEFAULT_PORTS:
@@ -265,12 +278,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         except BaseException:
             self._pool.release(connection)
             raise
-        return httpx.Response(
-            status_code=head.status_code,
-            headers=head.headers.raw_items(),
-            stream=_Body(self._pool, connection, timeouts.get("read")),
-            extensions={"http_version": b"HTTP/" + head.http_version, "reason_phrase": head.reason},
-        )
+        return head, Body(self._pool, connection, timeouts.get("read"))
 
     async def aclose(self) -> None:
         self._pool.close()
