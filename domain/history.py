@@ -116,18 +116,25 @@ def calendar_replanned(
     """The version a change of the calendar `old` names made (cause calendar): the
     calendar's versions before and after, and `next_fire_at` when it moved. The writable
     fields stay as they were."""
-    changes: dict[str, tuple[JsonValue, JsonValue]] = {"calendar": versions}
-    if old.next_fire_at != new.next_fire_at:
-        changes["next_fire_at"] = (_iso(old.next_fire_at), _iso(new.next_fire_at))
     return TaskVersion(
         task_id=new.id,
         version=new.version,
         at=new.updated_at,
         actor=actor,
         cause=ChangeCause.CALENDAR,
-        changes=changes,
+        changes=calendar_changes(old.next_fire_at, new.next_fire_at, versions),
         state=state_of(new),
     )
+
+
+def calendar_changes(
+    old: datetime | None, new: datetime | None, versions: tuple[int, int]
+) -> dict[str, tuple[JsonValue, JsonValue]]:
+    """The `changes` of a calendar re-plan's version (`calendar_replanned`)."""
+    changes: dict[str, tuple[JsonValue, JsonValue]] = {"calendar": versions}
+    if old != new:
+        changes["next_fire_at"] = (_iso(old), _iso(new))
+    return changes
 
 
 def _iso(instant: datetime | None) -> str | None:

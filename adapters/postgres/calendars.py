@@ -9,8 +9,11 @@ moved, and one that claims no task naming a calendar reads none.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -18,8 +21,8 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from adapters.postgres.queries import JSON_COLUMNS, TASK_COLUMNS
-from adapters.postgres.rows import to_task, version_params
+from adapters.postgres.queries import spec_state
+from adapters.postgres.rows import to_trigger
 from adapters.postgres.transactions import PostgresStoreBase
 from domain.calendars import Calendar, StoredCalendar, empty_calendar
 from domain.errors import (
@@ -29,8 +32,10 @@ from domain.errors import (
     DuplicateCalendarName,
     InvalidRequest,
 )
-from domain.replanning import calendar_name, replanned_all
+from domain.history import ChangeCause, calendar_changes
+from domain.replanning import calendar_name, replanned_plans
 from domain.tasks import Task
+from domain.triggers import Trigger
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +68,23 @@ _STATEMENTS = {
     "delete": "DELETE FROM {schema}.calendars WHERE name = %(name)s",
     "task_names": "SELECT t.name FROM {schema}.task_calendars AS c"
     " JOIN {schema}.tasks AS t ON t.id = c.task_id WHERE c.calendar = %(name)s ORDER BY t.name",
-    "lock_tasks": "SELECT {task_columns} FROM {schema}.tasks WHERE id IN"
+    # The tasks naming the calendar, locked in id order (as every writer of several task
+    # rows locks them), and of each only what a plan reads (domain.replanning.Plannable).
+    "lock_tasks": "SELECT id, trigger::text AS trigger, enabled, jitter_seconds, next_fire_at,"
+    " last_run_at FROM {schema}.tasks WHERE id IN"
     " (SELECT task_id FROM {schema}.task_calendars WHERE calendar = %(name)s)"
     " ORDER BY id FOR UPDATE",
-    "replan_tasks": "UPDATE {schema}.tasks AS t SET next_fire_at = r.next_fire_at,"
-    " next_run_at = r.next_run_at, version = r.version, updated_at = r.updated_at"
-    " FROM unnest(%(ids)s::uuid[], %(next_fire_at)s::timestamptz[],"
-    " %(next_run_at)s::timestamptz[], %(version)s::integer[], %(updated_at)s::timestamptz[])"
-    " AS r (id, next_fire_at, next_run_at, version, updated_at) WHERE t.id = r.id",
+    # Their new schedules and the history versions recording them, in one statement: the
+    # version's state is the row's writable fields, as update_task records them.
+    "replan_tasks": "WITH r AS (SELECT * FROM unnest(%(ids)s::uuid[],"
+    " %(next_fire_at)s::timestamptz[], %(next_run_at)s::timestamptz[], %(changes)s::jsonb[])"
+    " AS r (id, next_fire_at, next_run_at, changes)),"
+    " u AS (UPDATE {schema}.tasks AS t SET next_fire_at = r.next_fire_at,"
+    " next_run_at = r.next_run_at, version = t.version + 1, updated_at = %(at)s"
+    " FROM r WHERE t.id = r.id RETURNING t.*, r.changes)"
+    " INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)"
+    " SELECT t.id, t.version, %(at)s, %(actor)s, %(cause)s, t.changes, {spec_state_of_t}"
+    " FROM u AS t",
     # A task's row in task_calendars follows its trigger: written when it names a
     # calendar, removed when it no longer does.
     "unname": "DELETE FROM {schema}.task_calendars"
@@ -83,17 +97,12 @@ _STATEMENTS = {
 
 
 def calendar_statements(schema: str) -> dict[str, bytes]:
-    def task_column(name: str) -> sql.Composable:
-        if name in JSON_COLUMNS:
-            return sql.SQL("{}::text AS {}").format(sql.Identifier(name), sql.Identifier(name))
-        return sql.Identifier(name)
-
     fields = {
         "schema": sql.Identifier(schema),
         "columns": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
         "c_columns": sql.SQL(", ").join(sql.Identifier("c", name) for name in _COLUMNS),
         "values": sql.SQL(", ").join(sql.Placeholder(name) for name in _COLUMNS),
-        "task_columns": sql.SQL(", ").join(map(task_column, TASK_COLUMNS)),
+        "spec_state_of_t": spec_state("t"),
     }
     return {
         name: sql.SQL(text).format(**fields).as_bytes(None) for name, text in _STATEMENTS.items()
@@ -110,6 +119,47 @@ def _params(calendar: StoredCalendar) -> dict[str, Any]:
 
 def _calendar(row: dict[str, Any]) -> StoredCalendar:
     return StoredCalendar.model_validate(row)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plannable:
+    """The columns of a task a re-plan reads (domain.replanning.Plannable): a whole task
+    (its target validated) would cost more than its plan."""
+
+    id: UUID
+    trigger: Trigger
+    enabled: bool
+    jitter_seconds: int
+    next_fire_at: datetime | None
+    last_run_at: datetime | None
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> _Plannable:
+        return cls(**(row | {"trigger": to_trigger(row["trigger"])}))
+
+
+def _replan_params(
+    rows: list[_Plannable], new: StoredCalendar, stored: StoredCalendar, actor: str | None
+) -> dict[str, Any]:
+    versions = (stored.version, new.version)
+    plans = replanned_plans(rows, new, new.updated_at)
+    fires = [
+        row.next_fire_at if plan is None else plan.next_fire_at
+        for row, plan in zip(rows, plans, strict=True)
+    ]
+    runs = [None if plan is None else plan.next_run_at for plan in plans]
+    return {
+        "ids": [row.id for row in rows],
+        "next_fire_at": fires,
+        "next_run_at": runs,
+        "changes": [
+            json.dumps(calendar_changes(row.next_fire_at, fire, versions))
+            for row, fire in zip(rows, fires, strict=True)
+        ],
+        "at": new.updated_at,
+        "actor": actor,
+        "cause": ChangeCause.CALENDAR.value,
+    }
 
 
 class PostgresCalendars(PostgresStoreBase):
@@ -155,7 +205,7 @@ class PostgresCalendars(PostgresStoreBase):
         self, calendar: StoredCalendar, expected_version: int, *, actor: str | None = None
     ) -> tuple[StoredCalendar, int]:
         """Three round trips whatever the number of tasks: lock the calendar, lock the
-        tasks naming it, write both (the tasks in one statement, their history batched)."""
+        tasks naming it, write both (the tasks and their history in one statement)."""
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._c["lock"], {"name": calendar.name})
@@ -174,27 +224,14 @@ class PostgresCalendars(PostgresStoreBase):
             )
             await conn.execute(self._c["update"], _params(new))
             await cur.execute(self._c["lock_tasks"], {"name": new.name})
-            tasks = [to_task(task_row) for task_row in await cur.fetchall()]
-            versions = (stored.version, new.version)
-            planned = replanned_all(tasks, new, versions, new.updated_at, actor)
-            if planned:
+            rows = [_Plannable.of(found) for found in await cur.fetchall()]
+            if rows:
                 await conn.execute(
-                    self._c["replan_tasks"],
-                    {
-                        "ids": [task.id for task, _ in planned],
-                        "next_fire_at": [task.next_fire_at for task, _ in planned],
-                        "next_run_at": [task.next_run_at for task, _ in planned],
-                        "version": [task.version for task, _ in planned],
-                        "updated_at": [task.updated_at for task, _ in planned],
-                    },
-                )
-                history = conn.cursor()
-                await history.executemany(
-                    self._q["insert_history"], [version_params(v) for _, v in planned]
+                    self._c["replan_tasks"], _replan_params(rows, new, stored, actor)
                 )
                 await self._notify(conn, self.tasks_channel, f"calendar:{new.name}")
         self._calendar_cache[new.name] = new
-        return new, len(planned)
+        return new, len(rows)
 
     async def delete_calendar(self, name: str, expected_version: int | None = None) -> None:
         async with self._transaction() as conn:

@@ -43,7 +43,7 @@ def _task_column(name: str) -> sql.Composable:
     return sql.Identifier(name)
 
 
-def _spec_state(table: str | None = None) -> sql.Composable:
+def spec_state(table: str | None = None) -> sql.Composable:
     # A task row's writable fields as one JSON object, as domain.history.state_of makes it
     # (the columns are the fields: every field of TaskSpec is recorded, new ones too).
     def column(name: str) -> sql.Composable:
@@ -64,8 +64,8 @@ def bind_queries(schema: str) -> dict[str, bytes]:
         "schema": sql.Identifier(schema),
         "task_columns": sql.SQL(", ").join(map(_task_column, TASK_COLUMNS)),
         "task_names": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),
-        "spec_state": _spec_state(),
-        "spec_state_of_t": _spec_state("t"),
+        "spec_state": spec_state(),
+        "spec_state_of_t": spec_state("t"),
         "run_columns": sql.SQL(", ").join(map(sql.Identifier, RUN_COLUMNS)),
     }
     return {

@@ -49,6 +49,11 @@ def _trigger(text: str) -> Trigger:
     return TRIGGER_ADAPTER.validate_json(text)
 
 
+def to_trigger(text: str) -> Trigger:
+    """A trigger from its JSON text (shared by equal texts, as `to_task`'s)."""
+    return _trigger(text)
+
+
 @lru_cache(maxsize=4096)
 def _target(text: str) -> HttpTarget:
     # Likewise a frozen value: nothing changes a target's headers or body in place (the
