@@ -18,7 +18,7 @@ At the end it checks the invariants of bench/soak_checks.py, prints figures, and
 1 when one is broken. docs/reliability.md explains both.
 
     python bench/soak.py [--duration 60] [--replicas 3] [--seed 15] [--scale 1]
-                         [--restart-postgres] [--url URL]
+                         [--restart-postgres [--pg-cluster 15/soak]] [--url URL]
 
 `--duration` up to 90 s runs the fixed short plan (the test suite's, tests/system/
 test_soak.py); a longer one draws faults at random intervals from the seed.
@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,19 +50,16 @@ from psycopg.rows import dict_row
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import soak_checks
-from bench.soak_fleet import Replica, restart_postgres, task_specs
+from bench.soak_fleet import Replica, once_specs, restart_postgres, task_specs
 from bench.soak_load import ApiLoad
+from bench.soak_plan import PAUSE, plan
 from bench.soak_proxy import FaultyProxy
 from bench.soak_target import SoakTarget
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-PAUSE = 40.0  # longer than every lease of the soak's tasks (at most 35 s)
 WAKE_AFTER_LEASE = 2.0  # a paused replica wakes this long after its last lease expired
+BLACKHOLE = 5.0  # seconds the proxy swallows everything
 SWEEP_SLACK = 20.0  # the lost-run sweep runs every 15 s
-SHORT_PLAN = [  # (seconds after the start, fault)
-    (1, "pause"), (5, "kill"), (10, "cut"), (16, "terminate"), (22, "cut"),
-    (28, "blackhole"), (40, "cut"), (46, "terminate"), (52, "cut"),
-]  # fmt: skip
 RUNNING_BY_REPLICA = "SELECT replica, count(*) FROM {s}.runs WHERE status = 'running' GROUP BY 1"
 # Runs still running whose lease expired before the given instant: not swept yet.
 UNSWEPT_LEASES = (
@@ -75,7 +73,6 @@ ORPHANED_LEASES = (
 LATEST_LEASE = (
     "SELECT max(lease_expires_at) FROM {s}.runs WHERE status = 'running' AND replica = %s"
 )
-LONG_KINDS = ["cut", "cut", "terminate", "terminate", "blackhole", "kill", "kill", "pause"]
 
 
 @dataclass
@@ -86,6 +83,7 @@ class Options:
     seed: int = 15
     scale: int = 1
     restart_postgres: bool = False
+    pg_cluster: str = ""  # the cluster --restart-postgres restarts ("15/soak"; "" = main)
     keep: bool = False  # leave the schema for a look afterwards
 
 
@@ -106,21 +104,6 @@ class Report:
         return "\n".join(lines)
 
 
-def plan(options: Options) -> list[tuple[float, str]]:
-    if options.duration <= 90:
-        faults = [(float(at), kind) for at, kind in SHORT_PLAN if at < options.duration]
-    else:
-        rng = random.Random(options.seed)
-        faults, at = [], 1.0
-        while at < options.duration - PAUSE - 10:
-            faults.append((round(at, 1), rng.choice(LONG_KINDS)))
-            at += rng.uniform(3, 12)
-    if options.restart_postgres:
-        faults.append((options.duration * 0.7, "restart_postgres"))
-        faults.sort()
-    return faults
-
-
 class Soak:
     def __init__(self, options: Options) -> None:
         self.o = options
@@ -132,6 +115,7 @@ class Soak:
         self.target = SoakTarget()
         self.replicas: list[Replica] = []
         self.faults: list[tuple[float, str, str]] = []  # (at, kind, what)
+        self._fault_times: list[tuple[float, str]] = []  # (time.time(), kind)
         # (replica, until): its runs claimed up to `until` (wall clock) a kill or a pause
         # orphaned; a paused replica's claims commit when it wakes, claimed before it slept.
         self.orphaned: list[tuple[str, float]] = []
@@ -149,24 +133,32 @@ class Soak:
             "SCHEDULER_DRAIN_TIMEOUT": "10",
         }  # fmt: skip
         load = ApiLoad(self._up_urls, self.target.url(""), self.o.seed)
+        began = time.monotonic()
         try:
-            for k in range(self.o.replicas):
-                self.replicas.append(Replica(f"replica-{k}", environ))
-                self.replicas[-1].start()
-            with httpx.Client(timeout=30) as client:
-                for body in task_specs(self.target, self.o.scale):
-                    response = client.post(f"{self.replicas[0].server.url}/tasks", json=body)
-                    assert response.status_code == 201, response.text
-            the_plan = plan(self.o)
+            self.replicas = [Replica(f"replica-{k}", environ) for k in range(self.o.replicas)]
+            self.replicas[0].start()  # the first makes the schema; the others start beside
+            with ThreadPoolExecutor(len(self.replicas)) as pool:
+                list(pool.map(Replica.start, self.replicas[1:]))
+            phases = {"fleet": time.monotonic()}
+            self._create(task_specs(self.target, self.o.scale))
+            self._create(once_specs(self.target, self.o.scale))
+            the_plan = plan(self.o.duration, self.o.seed, restart=self.o.restart_postgres)
             print(f"soak: schema {self.schema}, seed {self.o.seed}, plan {the_plan}", flush=True)
+            phases["start"] = time.monotonic()
             load.start()
             try:
                 self._inject(the_plan)
             finally:
                 load.stop()
+            phases["faults"] = time.monotonic()
             checked_at = self._wait_for_sweep()
+            phases["sweep"] = time.monotonic()
             stops = self._stop_all()
+            phases["stop"] = time.monotonic()
             report = self._report(load, checked_at, stops)
+            report.figures["seconds"] = {
+                name: round(at - began, 1) for name, at in phases.items()
+            }  # since the soak began, at the end of each phase
         finally:
             for replica in self.replicas:
                 if replica.paused:
@@ -180,6 +172,13 @@ class Soak:
                 with psycopg.connect(self.o.url, autocommit=True) as conn:
                     conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
         return report
+
+    def _create(self, specs: list[dict[str, Any]]) -> None:
+        """Create the tasks in one apply (POST /tasks/apply: one transaction)."""
+        url = self.replicas[0].server.url
+        response = httpx.post(f"{url}/tasks/apply", json={"tasks": specs}, timeout=120)
+        assert response.status_code == 200, response.text
+        assert len(response.json()["created"]) == len(specs), response.text
 
     def _sql(self, text: str) -> sql.Composed:
         return sql.SQL(text).format(s=sql.Identifier(self.schema))
@@ -232,15 +231,22 @@ class Soak:
                     victim.signal(signal.SIGSTOP)
                     victim.paused = True
                     self._resume.append((now + self._pause_for(victim), victim))
+        if kind in ("cut", "blackhole", "terminate", "restart_postgres"):
+            # A commit whose answer the fault lost leaves its claim's runs running,
+            # unknown to their replica, until their lease expires and a sweep ends
+            # them "replica lost" (docs/reliability.md): those are waited for too.
+            lost_until = time.time() + (BLACKHOLE if kind == "blackhole" else 1.0)
+            self.orphaned.extend((r.name, lost_until) for r in self.replicas if not r.down)
         if kind == "cut":
             what = f"{self.proxy.cut()} connections"
         elif kind == "blackhole":
-            what = f"5 s, {self.proxy.blackhole(5.0)} connections"
+            what = f"{BLACKHOLE:.0f} s, {self.proxy.blackhole(BLACKHOLE)} connections"
         elif kind == "terminate":
             what = f"{self._terminate()} backends"
         elif kind == "restart_postgres":
-            restart_postgres()
+            restart_postgres(self.o.pg_cluster, self.proxy.upstream[1])
         self.faults.append((round(now, 1), kind, what))
+        self._fault_times.append((time.time(), kind))
         print(f"soak: {now:6.1f} s {kind} {what}", flush=True)
 
     def _busiest(self, candidates: list[Replica], rng: random.Random) -> Replica:
@@ -289,14 +295,14 @@ class Soak:
                 ).fetchone()
                 if row and row[0] is not None:
                     latest = max(latest, row[0].timestamp())
-        while time.time() < latest + SWEEP_SLACK:
+        while time.time() < latest + 1:
             time.sleep(0.5)
-        # A loaded machine may delay a sweep past the slack: wait (bounded) until the
-        # leases expired by now are swept, so that only a sweep that never comes
-        # breaks the invariant, not a late one.
-        swept_by = time.time() - SWEEP_SLACK
+        # Then until a sweep has ended them (one runs every 15 s); a loaded machine may
+        # delay it, so wait (bounded) until the leases expired by then are swept: only a
+        # sweep that never comes breaks the invariant, not a late one.
+        swept_by = latest + 1
         with psycopg.connect(self.o.url, autocommit=True) as conn:
-            deadline = time.monotonic() + SWEEP_PATIENCE
+            deadline = time.monotonic() + SWEEP_SLACK + SWEEP_PATIENCE
             while time.monotonic() < deadline:
                 (unswept,) = conn.execute(self._sql(UNSWEPT_LEASES), [swept_by]).fetchone() or (0,)
                 if not unswept:
@@ -307,7 +313,9 @@ class Soak:
     def _stop_all(self) -> dict[str, int]:
         for restart in self._restarts:
             restart.join(60)
-        return {r.name: r.server.stop(signal.SIGTERM) for r in self.replicas}
+        with ThreadPoolExecutor(len(self.replicas)) as pool:  # each drains for a while
+            codes = pool.map(lambda r: r.server.stop(signal.SIGTERM), self.replicas)
+            return {r.name: code for r, code in zip(self.replicas, codes, strict=True)}
 
     def _report(self, load: ApiLoad, checked_at: float, stops: dict[str, int]) -> Report:
         with psycopg.connect(self.o.url, autocommit=True, row_factory=dict_row) as conn:
@@ -319,7 +327,7 @@ class Soak:
             ).fetchone()
         evidence = soak_checks.Evidence(
             tasks, runs, self.target.recorded(), load.answers,
-            datetime.fromtimestamp(checked_at, UTC),
+            datetime.fromtimestamp(checked_at, UTC), self.target.recorded_events(),
         )  # fmt: skip
         broken = soak_checks.check(evidence)
         broken["clean_stop"] = [
@@ -338,11 +346,23 @@ class Soak:
             "faults": kinds, "fault_log": self.faults, "api_answers": answers,
             "api_503": sum(n for (_, outcome), n in load.answers.items() if outcome == "503"),
             "creates_503_written": int(written["n"]) if written else 0,
+            "api_503_after": self._blame(load.unavailable_at),
             "rss_mb_first_max": {r.name: (round(r.rss_kb[0] / 1024), round(max(r.rss_kb) / 1024))
                                  for r in self.replicas if r.rss_kb},
             "load_average": os.getloadavg(),
         }  # fmt: skip
         return Report(broken, figures)
+
+    def _blame(self, unavailable: list[tuple[float, str]]) -> dict[str, dict[str, int]]:
+        """The 503s by the fault that came last before each (within 10 s; "none" past
+        that) and by request kind: a 503 after a termination or a restart, not a cut,
+        would be a request failed by a pooled connection that died idle."""
+        blamed: dict[str, dict[str, int]] = {}
+        for at, kind in unavailable:
+            before = [f for t, f in self._fault_times if at - 10 <= t <= at]
+            fault = before[-1] if before else "none"
+            blamed.setdefault(fault, {})[kind] = blamed.setdefault(fault, {}).get(kind, 0) + 1
+        return blamed
 
 
 def main() -> int:
@@ -353,10 +373,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--scale", type=int, default=1, help="copies of the task mix")
     parser.add_argument("--restart-postgres", action="store_true")
+    parser.add_argument(
+        "--pg-cluster", default="", help="VERSION/NAME of the cluster to restart (default: main)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the schema")
     args = parser.parse_args()
     options = Options(args.url, args.duration, args.replicas, args.seed, args.scale,
-                      args.restart_postgres, args.keep)  # fmt: skip
+                      args.restart_postgres, args.pg_cluster, args.keep)  # fmt: skip
     report = Soak(options).run()
     print(report.text())
     return 0 if report.ok else 1

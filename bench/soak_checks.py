@@ -28,12 +28,19 @@ class Evidence:
     calls: list[Call]
     api: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, outcome)
     swept_by: datetime | None = None  # leases that expired before this must be swept
+    events: list[dict[str, Any]] = field(default_factory=list)  # bodies the target received
+
+
+def _scheduled(r: dict[str, Any]) -> bool:
+    """A run the engine made for an occurrence: neither a manual run (an instant of its
+    own) nor a backfill's (an occurrence run again, under the occurrence's key)."""
+    return not r["manual"] and r.get("backfill_id") is None
 
 
 def unique_claims(ev: Evidence) -> list[str]:
     """No occurrence of a task is claimed twice: (task, scheduled_for) is unique among
-    the runs the engine made (manual runs are instants of their own)."""
-    seen = Counter((r["task_id"], r["scheduled_for"]) for r in ev.runs if not r["manual"])
+    the runs the engine made (manual and backfilled runs are not claims)."""
+    seen = Counter((r["task_id"], r["scheduled_for"]) for r in ev.runs if _scheduled(r))
     return [
         f"{_name(ev, t)} occurrence {s.isoformat()} claimed {n} times"
         for (t, s), n in seen.items()
@@ -48,20 +55,24 @@ def _name(ev: Evidence, task_id: Any) -> str:
 
 def one_run_per_key(ev: Evidence) -> list[str]:
     """Every call that carried one Idempotency-Key came from one run, and no more calls
-    than that run's attempts allow (a retry keeps the key; a second run never shares it)."""
+    than that run's attempts allow (a retry keeps the key; a second run never shares it).
+    A backfill runs an occurrence again under its key on purpose: its runs are the one
+    exception, each still called no more than its attempts allow."""
+    backfilled = {str(r["id"]) for r in ev.runs if r.get("backfill_id") is not None}
     runs_of: dict[str, set[str]] = defaultdict(set)
-    calls_of: Counter[str] = Counter()
+    calls_of: Counter[tuple[str, str]] = Counter()
     for call in ev.calls:
-        runs_of[call.key].add(call.run_id)
-        calls_of[call.key] += 1
+        if call.run_id not in backfilled:
+            runs_of[call.key].add(call.run_id)
+        calls_of[(call.key, call.run_id)] += 1
     limit = {
         str(t): task["target"].get("retry", {}).get("max_attempts", 1)
         for t, task in ev.tasks.items()
     }
     broken = [f"key {k} called by runs {sorted(ids)}" for k, ids in runs_of.items() if len(ids) > 1]
-    for key, n in calls_of.items():
+    for (key, run_id), n in calls_of.items():
         if n > limit.get(key.split(":")[0], 1):
-            broken.append(f"key {key} called {n} times")
+            broken.append(f"key {key} called {n} times by run {run_id}")
     return broken
 
 
@@ -116,7 +127,7 @@ def no_occurrence_lost(ev: Evidence) -> list[str]:
     for by exactly one run: the runs' `coalesced` counts add up to the occurrences."""
     by_task: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for r in ev.runs:
-        if not r["manual"]:
+        if _scheduled(r):
             by_task[r["task_id"]].append(r)
     broken = []
     for task_id, task in ev.tasks.items():
@@ -144,10 +155,26 @@ def only_503(ev: Evidence) -> list[str]:
     ]
 
 
+def events_match_runs(ev: Evidence) -> list[str]:
+    """Every `run.failed` event the target received names a run recorded `failed`."""
+    status = {str(r["id"]): r["status"] for r in ev.runs}
+    broken = []
+    for body in ev.events:
+        if body.get("type") != "run.failed":
+            continue
+        run_id = str(body.get("data", {}).get("run", {}).get("id"))
+        if status.get(run_id) != "failed":
+            broken.append(f"run.failed event for run {run_id}, recorded {status.get(run_id)}")
+    return broken
+
+
 def step_of(trigger: dict[str, Any]) -> float:
-    """Seconds between occurrences of the soak's triggers (interval, or every-second cron)."""
+    """Seconds between occurrences of the soak's triggers: an interval, an every-second
+    cron, a daily calendar; a one-shot has one occurrence, so any step will do."""
     if trigger["kind"] == "interval":
         return float(trigger["every"])
+    if trigger["kind"] == "calendar":
+        return 86400.0
     return 1.0
 
 
@@ -159,6 +186,7 @@ CHECKS: Sequence[Callable[[Evidence], list[str]]] = (
     none_left_running,
     no_occurrence_lost,
     only_503,
+    events_match_runs,
 )
 
 
@@ -181,8 +209,10 @@ def figures(ev: Evidence) -> dict[str, Any]:
         "runs": len(ev.runs),
         "by_status": dict(Counter(r["status"] for r in ev.runs)),
         "replica_lost": sum(1 for r in ev.runs if r["error"] == REPLICA_LOST),
-        "occurrences": sum(r["coalesced"] for r in ev.runs if not r["manual"]),
+        "occurrences": sum(r["coalesced"] for r in ev.runs if _scheduled(r)),
         "manual_runs": sum(1 for r in ev.runs if r["manual"]),
+        "backfilled_runs": sum(1 for r in ev.runs if r.get("backfill_id") is not None),
+        "events": dict(Counter(str(body.get("type")) for body in ev.events)),
         "calls": len(ev.calls),
         "lateness_p50": _quantile(lateness, 0.50),
         "lateness_p99": _quantile(lateness, 0.99),

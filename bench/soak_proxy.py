@@ -35,7 +35,7 @@ class FaultyProxy:
     """127.0.0.1:`port` forwarding to `upstream_host`:`upstream_port`."""
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self._upstream = (upstream_host, upstream_port)
+        self.upstream = (upstream_host, upstream_port)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._pairs: set[_Pair] = set()
@@ -121,7 +121,7 @@ class FaultyProxy:
         self.connections += 1
         await self._flowing.wait()  # a new connection waits out a blackhole unanswered
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
             writer.transport.abort()
             return

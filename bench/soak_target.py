@@ -4,11 +4,13 @@
 `/hang/…` after `HANG` seconds (past the tasks' timeout), and `/close/…` closes the
 connection before answering. Each call is recorded with its wall-clock arrival, its
 `Idempotency-Key` and `X-Scheduler-Run-Id`, so invariants can be checked against the
-run rows afterwards.
+run rows afterwards. `/events/…` receives the tasks' `notify` events (docs/events.md):
+answered 200 and kept apart, with their bodies.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ class _Server(ThreadingHTTPServer):
 class SoakTarget:
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.events: list[dict[str, Any]] = []  # the bodies of the events received
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), self._handler())
@@ -62,6 +65,10 @@ class SoakTarget:
         with self._lock:
             return list(self.calls)
 
+    def recorded_events(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.events)
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         target = self
 
@@ -71,8 +78,13 @@ class SoakTarget:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                body = self.rfile.read(length) if length else b""
+                kind = self.path.split("/")[1]
+                if kind == "events":
+                    with target._lock:
+                        target.events.append(json.loads(body or b"{}"))
+                    self._answer(200)
+                    return
                 call = Call(
                     self.path,
                     self.headers.get("Idempotency-Key", ""),
@@ -81,14 +93,15 @@ class SoakTarget:
                 )
                 with target._lock:
                     target.calls.append(call)
-                kind = self.path.split("/")[1]
                 if kind == "close":
                     self.close_connection = True
                     self.connection.close()
                     return
                 if kind in ("slow", "hang"):
                     target._stopping.wait(SLOW if kind == "slow" else HANG)
-                status = 500 if kind == "fail" else 200
+                self._answer(500 if kind == "fail" else 200)
+
+            def _answer(self, status: int) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Length", "2")
