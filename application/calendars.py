@@ -9,17 +9,18 @@ from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
+from application.bounds import check_limit
 from application.calendar_store import CalendarStore
-from application.pagination import Page, decode_cursor, encode_cursor
+from application.pagination import Page, page_of, read_cursor
 from application.patching import merge_patch
 from application.ports import Clock, TaskStore
+from application.refs import by_id_or_name
 from domain.calendars import CALENDAR_FIELDS, Calendar, StoredCalendar, empty_calendar
 from domain.errors import CalendarNotFound, CalendarVersionConflict, InvalidRequest
 from domain.instants import truncate
 from domain.triggers import Trigger
 from domain.validation import field_errors
 
-MAX_PAGE = 500
 # Read-modify-write without If-Match retries this often on a concurrent change.
 _UPDATE_ATTEMPTS = 5
 
@@ -80,30 +81,20 @@ class CalendarService:
 
     async def get(self, ref: str | UUID) -> StoredCalendar:
         """The calendar with this id or, failing that, this name. Raises CalendarNotFound."""
-        calendar_id = _as_uuid(ref)
-        if calendar_id is not None:
-            try:
-                return await self._store.get_calendar_by_id(calendar_id)
-            except CalendarNotFound:
-                pass
-        return await self._store.get_calendar(str(ref))
+        store = self._store
+        return await by_id_or_name(
+            ref, store.get_calendar_by_id, store.get_calendar, CalendarNotFound
+        )
 
     async def list_calendars(
         self, limit: int = 50, cursor: str | None = None
     ) -> Page[StoredCalendar]:
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
+        check_limit(limit)
         after = None
         if cursor is not None:
-            after = decode_cursor(cursor).get("after")
-            if not isinstance(after, str):
-                raise InvalidRequest("cursor", "is not a calendar cursor")
+            after = read_cursor(cursor, "a calendar cursor", _read_after)
         found = await self._store.list_calendars(after, limit + 1)
-        next_cursor = None
-        if len(found) > limit:
-            found = found[:limit]
-            next_cursor = encode_cursor({"after": found[-1].name})
-        return Page(found, next_cursor)
+        return page_of(found, limit, lambda last: {"after": last.name})
 
     async def tasks(self, ref: str | UUID) -> list[str]:
         """The names of the tasks naming the calendar. Raises CalendarNotFound."""
@@ -197,10 +188,9 @@ def _validated(fields: Mapping[str, Any]) -> Calendar:
         raise InvalidRequest.of(field_errors(exc)) from None
 
 
-def _as_uuid(ref: str | UUID) -> UUID | None:
-    if isinstance(ref, UUID):
-        return ref
-    try:
-        return UUID(ref)
-    except ValueError:
-        return None
+def _read_after(payload: dict[str, Any]) -> str:
+    """The name a calendar cursor lists after."""
+    after = payload.get("after")
+    if not isinstance(after, str):
+        raise ValueError("not a calendar name")
+    return after

@@ -10,12 +10,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
-from application.pagination import Page, decode_cursor, encode_cursor
+from application.bounds import check_limit
+from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
 from application.ports import Clock, EventPageKey, EventStore
-from domain.errors import InvalidRequest
 from domain.events import Delivery, Event, EventStatus
 
 log = logging.getLogger("scheduler.events")
@@ -161,9 +161,6 @@ class EventSender:
             )
 
 
-MAX_PAGE = 500
-
-
 class EventListing:
     """GET /events: the outbox, newest first, with the same cursors as other lists."""
 
@@ -174,26 +171,19 @@ class EventListing:
         self, status: EventStatus | None = None, limit: int = 50, cursor: str | None = None
     ) -> Page[Event]:
         """Raises InvalidRequest for a bad limit or cursor."""
-        if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequest("limit", f"must be between 1 and {MAX_PAGE}")
+        check_limit(limit)
         after = None
         if cursor is not None:
-            payload = decode_cursor(cursor)
-            try:
-                status = EventStatus(payload["status"]) if payload["status"] else None
-                instant, key_id = payload["key"]
-                after = EventPageKey(datetime.fromisoformat(instant), UUID(key_id))
-            except (KeyError, TypeError, ValueError):
-                raise InvalidRequest("cursor", "is not an event cursor") from None
+            status, after = read_cursor(cursor, "an event cursor", _read_event_cursor)
         events = await self._store.list_events(status, after, limit + 1)
-        next_cursor = None
-        if len(events) > limit:
-            events = events[:limit]
-            last = events[-1]
-            next_cursor = encode_cursor(
-                {
-                    "status": status.value if status else None,
-                    "key": [last.created_at.isoformat(), str(last.id)],
-                }
-            )
-        return Page(events, next_cursor)
+        listed = status.value if status else None
+        return page_of(
+            events,
+            limit,
+            lambda last: {"status": listed, "key": instant_key(last.created_at, last.id)},
+        )
+
+
+def _read_event_cursor(payload: dict[str, Any]) -> tuple[EventStatus | None, EventPageKey]:
+    status = EventStatus(payload["status"]) if payload["status"] else None
+    return status, EventPageKey(*read_instant_key(payload["key"]))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 from uuid import UUID
 
-from application.pagination import Page, decode_cursor, encode_cursor
+from application.pagination import Page, page_of, read_cursor
 from application.ports import TaskStore
-from domain.errors import InvalidRequest, TaskNotFound
+from application.refs import as_uuid
+from domain.errors import TaskNotFound
 from domain.history import TaskVersion
 from domain.tasks import Task
 
@@ -26,21 +28,18 @@ async def task_history(
     task_id = await task_id_of(store, find_task, ref)
     before = None
     if cursor is not None:
-        payload = decode_cursor(cursor)
-        try:
+
+        def read(payload: dict[str, Any]) -> int:
             if UUID(payload["task_id"]) != task_id:
                 raise ValueError("a cursor of another task")
-            before = payload["before"]
-            if not isinstance(before, int) or not 1 <= before <= 2**31 - 1:
+            version = payload["before"]
+            if not isinstance(version, int) or not 1 <= version <= 2**31 - 1:
                 raise ValueError("not a version")
-        except (KeyError, TypeError, ValueError):
-            raise InvalidRequest("cursor", "is not a history cursor of this task") from None
+            return version
+
+        before = read_cursor(cursor, "a history cursor of this task", read)
     versions = await store.task_history(task_id, before, limit + 1)
-    if len(versions) <= limit:
-        return Page(versions, None)
-    versions = versions[:limit]
-    cursor = encode_cursor({"task_id": str(task_id), "before": versions[-1].version})
-    return Page(versions, cursor)
+    return page_of(versions, limit, lambda last: {"task_id": str(task_id), "before": last.version})
 
 
 async def task_id_of(
@@ -49,14 +48,7 @@ async def task_id_of(
     try:
         return (await find_task(ref)).id
     except TaskNotFound:
-        task_id = ref if isinstance(ref, UUID) else _uuid(ref)
+        task_id = as_uuid(ref)
         if task_id is None or not await store.task_history(task_id, None, 1):
             raise
         return task_id
-
-
-def _uuid(value: str) -> UUID | None:
-    try:
-        return UUID(value)
-    except ValueError:
-        return None

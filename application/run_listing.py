@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from application.pagination import Page, decode_cursor, encode_cursor
+from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
 from application.ports import RunFilter, RunPageKey, TaskStore
+from application.refs import as_uuid
 from domain.errors import InvalidRequest, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
@@ -31,7 +32,7 @@ async def list_all_runs(
     stay) or the name of a task that exists; a name nobody has matches no run. A cursor
     carries the filters of the first page, the task as its id."""
     if cursor is not None:
-        run_filter, after = _decode(cursor)
+        run_filter, after = read_cursor(cursor, "a run cursor", _read)
     else:
         after = None
         for field, instant in (("since", since), ("until", until)):
@@ -41,7 +42,7 @@ async def list_all_runs(
             raise InvalidRequest("until", "must not be before since")
         task_id = None
         if task is not None:
-            task_id = _uuid(task)
+            task_id = as_uuid(task)
             if task_id is None:
                 try:
                     task_id = (await find_task(task)).id
@@ -49,20 +50,17 @@ async def list_all_runs(
                     return Page([], None)
         backfill_id = None
         if backfill is not None:
-            backfill_id = _uuid(backfill)
+            backfill_id = as_uuid(backfill)
             if backfill_id is None:
                 raise InvalidRequest("backfill", "must be a backfill id (a UUID)")
         run_filter = RunFilter(status, task_id, tag, since, until, backfill_id)
     runs = await store.list_all_runs(run_filter, after, limit + 1)
-    if len(runs) <= limit:
-        return Page(runs, None)
-    runs = runs[:limit]
-    last = runs[-1]
-    return Page(runs, encode_cursor({"filter": _encode_filter(run_filter), "key": _key(last)}))
-
-
-def _key(run: Run) -> list[str]:
-    return [run.scheduled_for.isoformat(), str(run.id)]
+    filters = _encode_filter(run_filter)
+    return page_of(
+        runs,
+        limit,
+        lambda last: {"filter": filters, "key": instant_key(last.scheduled_for, last.id)},
+    )
 
 
 def _encode_filter(run_filter: RunFilter) -> dict[str, Any]:
@@ -81,31 +79,20 @@ def _encode_filter(run_filter: RunFilter) -> dict[str, Any]:
     }
 
 
-def _decode(cursor: str) -> tuple[RunFilter, RunPageKey]:
-    payload = decode_cursor(cursor)
-    try:
-        raw = payload["filter"]
-        instant, key_id = payload["key"]
+def _read(payload: dict[str, Any]) -> tuple[RunFilter, RunPageKey]:
+    raw = payload["filter"]
+    key = read_instant_key(payload["key"])
 
-        def maybe(name: str, parse: Callable[[str], Any]) -> Any:
-            value = raw[name]
-            return None if value is None else parse(value)
+    def maybe(name: str, parse: Callable[[str], Any]) -> Any:
+        value = raw[name]
+        return None if value is None else parse(value)
 
-        run_filter = RunFilter(
-            status=maybe("status", RunStatus),
-            task_id=maybe("task_id", UUID),
-            tag=maybe("tag", str),
-            since=maybe("since", datetime.fromisoformat),
-            until=maybe("until", datetime.fromisoformat),
-            backfill_id=maybe("backfill_id", UUID),
-        )
-        return run_filter, RunPageKey(datetime.fromisoformat(instant), UUID(key_id))
-    except (KeyError, TypeError, ValueError):
-        raise InvalidRequest("cursor", "is not a run cursor") from None
-
-
-def _uuid(value: str) -> UUID | None:
-    try:
-        return UUID(value)
-    except ValueError:
-        return None
+    run_filter = RunFilter(
+        status=maybe("status", RunStatus),
+        task_id=maybe("task_id", UUID),
+        tag=maybe("tag", str),
+        since=maybe("since", datetime.fromisoformat),
+        until=maybe("until", datetime.fromisoformat),
+        backfill_id=maybe("backfill_id", UUID),
+    )
+    return run_filter, RunPageKey(*key)

@@ -28,6 +28,7 @@ from application.ports import (
     TaskFilter,
 )
 from application.previews import preview_trigger
+from application.refs import by_id_or_name
 from application.run_listing import list_all_runs
 from application.task_listing import list_tasks
 from domain.calendars import Calendar
@@ -112,13 +113,8 @@ class SchedulingService:
 
     async def get_task(self, ref: str | UUID) -> Task:
         """The task with this id or, failing that, this name. Raises TaskNotFound."""
-        task_id = _as_uuid(ref)
-        if task_id is not None:
-            try:
-                return await self._store.get_task(task_id)
-            except TaskNotFound:
-                pass
-        return await self._store.get_task_by_name(str(ref))
+        store = self._store
+        return await by_id_or_name(ref, store.get_task, store.get_task_by_name, TaskNotFound)
 
     async def list_tasks(
         self, task_filter: TaskFilter, limit: int = 50, cursor: str | None = None
@@ -388,12 +384,3 @@ class SchedulingService:
 
 # `trigger` and each `auth` are replaced whole by a merge patch, never merged.
 _WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"), ("notify", "auth"))
-
-
-def _as_uuid(ref: str | UUID) -> UUID | None:
-    if isinstance(ref, UUID):
-        return ref
-    try:
-        return UUID(ref)
-    except ValueError:
-        return None

@@ -10,7 +10,8 @@ from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 from pydantic import BaseModel, Field, JsonValue
 
-from application.events import MAX_PAGE, EventListing
+from application.bounds import MAX_PAGE
+from application.events import EventListing
 from domain.events import Event, EventStatus
 from domain.tasks import EventType
 from entrypoints.http.docs import errors
