@@ -1,7 +1,8 @@
 """The ports the application drives. Adapters fill them; docstrings are the contract.
 
 The storage ports and their values have modules of their own (`store_ports`,
-`store_values`); they are named here too, so that every port is imported from one place.
+`store_values`), as has the engines' `EngineObserver` (`observer`); they are named here
+too, so that every port is imported from one place.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
 from application.store_ports import EventStore, TaskStore
 from application.store_values import (
     EventPageKey,
@@ -27,6 +30,8 @@ from domain.tasks import HttpTarget, Notify, Task
 __all__ = [
     "Clock",
     "Engine",
+    "EngineObserver",
+    "EngineTestHooks",
     "EventPageKey",
     "EventStore",
     "Executor",
@@ -134,4 +139,28 @@ class RunDispatcher(Protocol):
         under this process's ceiling on concurrent runs; a run that is not to be called
         (`should_call` false: recorded SKIPPED already) is only reported to the engine's
         observer. Returns at once."""
+        ...
+
+
+class EngineTestHooks(Engine, RunDispatcher, Protocol):
+    """The test protocol both engines fill (`TriggerLoop`, the APScheduler adapter):
+    what the engine contract suite drives beyond the ports. Production code never calls
+    `kill`; the rest is read-only state a test waits on."""
+
+    @property
+    def settings(self) -> EngineSettings: ...
+
+    @property
+    def in_flight(self) -> int:
+        """Runs whose call this engine has started and not yet recorded."""
+        ...
+
+    @property
+    def last_pass_at(self) -> datetime | None:
+        """When the engine last finished a claim pass (its clock), None before the first."""
+        ...
+
+    async def kill(self) -> None:
+        """Die as a killed process would: stop the loop and every call at once, record
+        nothing; the runs' leases stay until they expire (the lost-run sweep's case)."""
         ...

@@ -159,24 +159,19 @@ class TaskStore(Protocol):
         schedule is untouched. Raises TaskNotFound."""
         ...
 
-    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
-        """Record how a RUNNING run ended and free its lease. A scheduled (not manual) run
-        updates the task: success resets `consecutive_failures`; a failure increments it
-        and, at `pause_after_failures`, disables the task (a version of the task with cause
-        auto_pause and no actor, in its history). A run that is no longer
-        RUNNING (lost, already finished) is returned unchanged. Raises RunNotFound."""
-        ...
-
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
-        """Record a batch of outcomes in one transaction, each exactly as `finish_run`
-        would, one after the other in the order given: leases freed, a task's
-        `consecutive_failures` counted outcome by outcome (a task paused by one of them
-        counts the later ones as a paused task), a notification when a task pauses.
+        """Record how RUNNING runs ended, in one transaction, one after the other in the
+        order given, and free their leases. A scheduled (not manual) run updates its task:
+        success resets `consecutive_failures`; a failure increments it and, at
+        `pause_after_failures`, disables the task (a version of the task with cause
+        auto_pause and no actor, in its history; a task paused by one outcome counts the
+        later ones as a paused task), with a notification when a task pauses.
 
-        Returns, in the order given, the run of every known id as `finish_run` would
-        (a run no longer RUNNING unchanged; an id given twice is recorded once, then
+        Returns, in the order given, the run of every known id (a run no longer RUNNING,
+        lost or already finished, unchanged; an id given twice is recorded once, then
         returned as recorded); unknown ids are left out. Raises ValueError, before
-        writing anything, when an outcome is RUNNING."""
+        writing anything, when an outcome is RUNNING. The run-ending calls are written
+        once for every store (`adapters/run_ends.py`)."""
         ...
 
     async def finish_runs_starting(

@@ -8,10 +8,8 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase, copy_task
+from adapters.run_ends import RunEndsBase
 from application.ports import Freed
-from domain.errors import (
-    RunNotFound,
-)
 from domain.events import outcome_events
 from domain.history import auto_paused
 from domain.instants import truncate
@@ -19,22 +17,8 @@ from domain.outcomes import TaskCount, check_outcome, count_outcomes
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 
 
-class RunEnds(MemoryStoreBase):
+class RunEnds(MemoryStoreBase, RunEndsBase):
     """The outcomes and lost-lease sweep of `InMemoryTaskStore`."""
-
-    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
-        runs = await self.finish_runs([(run_id, outcome)])
-        if not runs:
-            raise RunNotFound(run_id)
-        return runs[0]
-
-    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
-        return (await self._finish_runs(outcomes, None)).runs
-
-    async def finish_runs_starting(
-        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
-    ) -> Freed:
-        return await self._finish_runs(outcomes, (now, replica))
 
     async def _finish_runs(
         self, outcomes: Sequence[tuple[UUID, RunOutcome]], starting: tuple[datetime, str] | None
@@ -78,12 +62,6 @@ class RunEnds(MemoryStoreBase):
             return []
         tasks = [copy_task(task) for t in task_ids if (task := self._tasks.get(t)) is not None]
         return self._slots.refill(tasks, *starting)
-
-    async def expire_lost_runs(self, now: datetime) -> list[Run]:
-        return (await self._expire_lost_runs(now, None)).runs
-
-    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
-        return await self._expire_lost_runs(now, (now, replica))
 
     async def _expire_lost_runs(
         self, now: datetime, starting: tuple[datetime, str] | None

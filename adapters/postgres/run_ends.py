@@ -13,29 +13,15 @@ from adapters.postgres.events import read_task_refs, task_counts, task_refs, wri
 from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.rows import to_run
 from adapters.postgres.transactions import PostgresStoreBase
+from adapters.run_ends import RunEndsBase
 from application.ports import Freed
-from domain.errors import RunNotFound
 from domain.events import outcome_events
 from domain.instants import truncate
-from domain.runs import REPLICA_LOST, Run, RunOutcome
+from domain.runs import REPLICA_LOST, RunOutcome
 
 
-class RunEnds(PostgresStoreBase):
+class RunEnds(PostgresStoreBase, RunEndsBase):
     """The outcomes and lost-lease sweep of `PostgresTaskStore`."""
-
-    async def finish_run(self, run_id: UUID, outcome: RunOutcome) -> Run:
-        runs = await self.finish_runs([(run_id, outcome)])
-        if not runs:
-            raise RunNotFound(run_id)
-        return runs[0]
-
-    async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
-        return (await self._finish_runs(outcomes, None)).runs
-
-    async def finish_runs_starting(
-        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
-    ) -> Freed:
-        return await self._finish_runs(outcomes, (now, replica))
 
     async def _finish_runs(
         self, outcomes: Sequence[tuple[UUID, RunOutcome]], starting: tuple[datetime, str] | None
@@ -82,12 +68,6 @@ class RunEnds(PostgresStoreBase):
             runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
         ordered = [runs[run_id] for run_id, _ in outcomes if run_id in runs]
         return Freed(ordered, await writes.started(started))
-
-    async def expire_lost_runs(self, now: datetime) -> list[Run]:
-        return (await self._expire_lost_runs(now, None)).runs
-
-    async def expire_lost_runs_starting(self, now: datetime, replica: str) -> Freed:
-        return await self._expire_lost_runs(now, (now, replica))
 
     async def _expire_lost_runs(
         self, now: datetime, starting: tuple[datetime, str] | None

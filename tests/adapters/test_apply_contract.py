@@ -7,8 +7,9 @@ import pytest
 
 from application.ports import TaskFilter, TaskStore, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
-from tests.adapters.test_task_store_contract import MINUTE, T0, make_task
+from tests.adapters.test_task_store_contract import MINUTE, T0
 from tests.fixtures.backends import Backend
+from tests.fixtures.tasks import make_task
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from tests.adapters.test_overlap_contract import STEP, add, claim_at, runs_of
 from tests.adapters.test_task_store_contract import REPLICA, SECOND, T0, succeeded
 from tests.adapters.test_task_store_contract import failed as failed_at
 from tests.adapters.test_task_store_contract import store as store  # the fixture
+from tests.fixtures.runs import finish_one
 
 NOW = T0 + 100 * STEP
 PAST = [T0 + step * STEP for step in range(5)]
@@ -95,9 +96,9 @@ async def test_allow_all_starts_every_one_beside_the_others(store: TaskStore) ->
 async def test_only_missing_leaves_out_occurrences_that_succeeded(store: TaskStore) -> None:
     task = await add(store, "buffer_all", max_running_instances=10)
     done = (await claim_at(store, 0))[0].run
-    await store.finish_run(done.id, succeeded(T0 + SECOND))
+    await finish_one(store, done.id, succeeded(T0 + SECOND))
     failed = (await claim_at(store, 1))[0].run
-    await store.finish_run(failed.id, failed_at(T0 + STEP))
+    await finish_one(store, failed.id, failed_at(T0 + STEP))
     made = await backfill(store, task, PAST[:3])
     assert made.occurrences == PAST[1:3]
     everything = await backfill(store, task, PAST[:3], only_missing=False)

@@ -26,8 +26,9 @@ from domain.errors import (
 from domain.history import ChangeCause
 from domain.tasks import Task
 from domain.triggers import CronTrigger
-from tests.adapters.test_task_store_contract import REPLICA, T0, make_task
+from tests.adapters.test_task_store_contract import REPLICA, T0
 from tests.fixtures.backends import Backend
+from tests.fixtures.tasks import make_task
 
 DAY = timedelta(days=1)
 # T0 is Monday 2026-03-02 12:00 UTC; this fires at 09:00 every day.

@@ -24,10 +24,11 @@ from tests.adapters.test_task_store_contract import (
     T0,
     claim_one,
     failed,
-    make_task,
     succeeded,
 )
 from tests.fixtures.backends import Backend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 HOOK = "http://127.0.0.1:9/events"
 EVERY = Notify(url=HOOK)
@@ -86,18 +87,18 @@ async def test_a_claim_at_the_limit_writes_run_skipped(store: TaskStore) -> None
 async def test_outcomes_write_failed_auto_paused_and_recovered(store: TaskStore) -> None:
     task = await store.create_task(notified(pause_after_failures=2))
     run = await claim_one(store, T0)
-    await store.finish_run(run.id, succeeded(T0))
+    await finish_one(store, run.id, succeeded(T0))
     assert await events_of(store) == []  # a success after a success tells nothing
 
     run = await claim_one(store, T0 + MINUTE)
-    await store.finish_run(run.id, failed(T0 + MINUTE))
+    await finish_one(store, run.id, failed(T0 + MINUTE))
     run = await claim_one(store, T0 + 2 * MINUTE)
-    await store.finish_run(run.id, succeeded(T0 + 2 * MINUTE))
+    await finish_one(store, run.id, succeeded(T0 + 2 * MINUTE))
     assert await types_of(store) == ["run.failed", "task.recovered"]
 
     for minute in (3, 4):
         run = await claim_one(store, T0 + minute * MINUTE)
-        await store.finish_run(run.id, failed(T0 + minute * MINUTE))
+        await finish_one(store, run.id, failed(T0 + minute * MINUTE))
     assert (await store.get_task(task.id)).enabled is False
     # The last failure raises two events at one instant (listed in id order).
     assert sorted((await types_of(store))[2:]) == ["run.failed", "run.failed", "task.auto_paused"]
@@ -131,7 +132,7 @@ async def test_notify_events_choose_what_is_written(store: TaskStore) -> None:
     )
     quiet = await store.create_task(make_task(IntervalTrigger(every=60, anchor=T0)))
     for claimed in await store.claim_due(T0, 10, REPLICA):
-        await store.finish_run(claimed.run.id, failed(T0))
+        await finish_one(store, claimed.run.id, failed(T0))
 
     [event] = await events_of(store)
     assert event.type is EventType.TASK_AUTO_PAUSED

@@ -11,16 +11,10 @@ import pytest
 from application.ports import RunFilter, RunPageKey, TaskStore
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
-from tests.adapters.test_task_store_contract import (
-    MINUTE,
-    REPLICA,
-    SECOND,
-    T0,
-    failed,
-    make_task,
-    succeeded,
-)
+from tests.adapters.test_task_store_contract import MINUTE, REPLICA, SECOND, T0, failed, succeeded
 from tests.fixtures.backends import Backend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 
 @pytest.fixture
@@ -32,7 +26,7 @@ async def manual_run(store: TaskStore, task: Task, at: datetime, outcome: str) -
     """A finished manual run of `task` scheduled for `at` (`outcome`: succeeded/failed)."""
     claimed = await store.start_manual_run(task.id, at, REPLICA)
     end = succeeded(at) if outcome == "succeeded" else failed(at)
-    return await store.finish_run(claimed.run.id, end)
+    return await finish_one(store, claimed.run.id, end)
 
 
 async def every_page(store: TaskStore, run_filter: RunFilter, size: int) -> list[Run]:

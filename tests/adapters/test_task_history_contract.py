@@ -13,15 +13,10 @@ from domain.errors import VersionConflict
 from domain.history import ChangeCause, TaskVersion
 from domain.tasks import TaskSpec
 from domain.triggers import CronTrigger
-from tests.adapters.test_task_store_contract import (
-    MINUTE,
-    REPLICA,
-    SECOND,
-    T0,
-    failed,
-    make_task,
-)
+from tests.adapters.test_task_store_contract import MINUTE, REPLICA, SECOND, T0, failed
 from tests.fixtures.backends import Backend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 
 @pytest.fixture
@@ -115,7 +110,7 @@ async def test_a_stale_update_records_no_version(store: TaskStore) -> None:
 async def test_an_auto_pause_is_a_version_without_actor(store: TaskStore) -> None:
     task = await store.create_task(make_task(pause_after_failures=1))
     claimed = await store.claim_due(T0, 10, REPLICA)
-    await store.finish_run(claimed[0].run.id, failed(T0))
+    await finish_one(store, claimed[0].run.id, failed(T0))
     versions = await store.task_history(task.id, None, 10)
     assert summary(versions)[0] == (2, None, "auto_pause", {"enabled": (True, False)})
     assert versions[0].at == T0 + SECOND

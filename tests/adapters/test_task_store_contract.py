@@ -13,7 +13,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from application.ports import RunPageKey, TaskFilter, TaskPageKey, TaskStore
-from domain.claims import lease_duration, run_instant, scheduled
+from domain.claims import lease_duration, run_instant
 from domain.errors import (
     DuplicateTaskName,
     RunNotFound,
@@ -23,36 +23,16 @@ from domain.errors import (
 )
 from domain.outcomes import TaskCount, count_outcomes, finished
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
-from domain.tasks import HttpTarget, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
 from tests.fixtures.backends import Backend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 MINUTE = timedelta(minutes=1)
 REPLICA = "contract:1"
 MINUTELY = CronTrigger(expression="* * * * *")
-
-
-def make_task(
-    trigger: Trigger | None = None,
-    *,
-    name: str | None = None,
-    now: datetime = T0,
-    timeout: float = 30,
-    **fields: Any,
-) -> Task:
-    """A task as the use cases create it: due at its first fire time at or after `now`."""
-    task = Task(
-        id=uuid4(),
-        name=name or f"task-{uuid4().hex[:10]}",
-        trigger=trigger or IntervalTrigger(every=60, anchor=now),
-        target=HttpTarget(url="http://127.0.0.1:9/hook", timeout_seconds=timeout),
-        created_at=now,
-        updated_at=now,
-        **fields,
-    )
-    return scheduled(task, now)
 
 
 def succeeded(at: datetime = T0) -> RunOutcome:
@@ -199,7 +179,7 @@ async def test_delete_keeps_the_runs_readable(store: TaskStore) -> None:
     assert await store.get_run(run.id) == run
     assert await store.list_runs(task.id, None, None, 10) == [run]
     assert await store.claim_due(T0 + MINUTE, 10, REPLICA) == []
-    finished = await store.finish_run(run.id, succeeded())
+    finished = await finish_one(store, run.id, succeeded())
     assert finished.status is RunStatus.SUCCEEDED
 
 
@@ -291,7 +271,7 @@ async def test_jitter_is_deterministic(store: TaskStore) -> None:
             assert await store.claim_due(due - SECOND, 10, REPLICA) == []
         run = await claim_one(store, due)
         assert run.scheduled_for == occurrence  # un-jittered
-        await store.finish_run(run.id, succeeded(due))
+        await finish_one(store, run.id, succeeded(due))
         assert (await store.get_task(task.id)).next_run_at == run_instant(task, occurrence + MINUTE)
 
 
@@ -303,7 +283,7 @@ async def test_lease_limit_skips_and_finishing_frees_the_slot(store: TaskStore) 
     first = await claim_one(store, T0)
     skipped = await claim_one(store, T0 + MINUTE)
     assert (skipped.status, skipped.lease_expires_at) == (RunStatus.SKIPPED, None)
-    await store.finish_run(first.id, succeeded())
+    await finish_one(store, first.id, succeeded())
     assert (await claim_one(store, T0 + 2 * MINUTE)).status is RunStatus.RUNNING
 
 
@@ -344,7 +324,7 @@ async def test_manual_runs_take_a_lease_and_leave_the_schedule(store: TaskStore)
         None,
         1,
     )
-    await store.finish_run(run.id, failed(now))
+    await finish_one(store, run.id, failed(now))
     assert (await store.get_task(task.id)).consecutive_failures == 0  # manual runs don't count
 
 
@@ -363,7 +343,7 @@ async def test_finish_records_the_outcome_once(store: TaskStore) -> None:
         started_at=T0,
         finished_at=T0 + 2 * SECOND,
     )
-    finished = await store.finish_run(run.id, outcome)
+    finished = await finish_one(store, run.id, outcome)
     assert finished == run.model_copy(
         update={
             "status": RunStatus.FAILED,
@@ -376,9 +356,8 @@ async def test_finish_records_the_outcome_once(store: TaskStore) -> None:
         }
     )
     assert await store.get_run(run.id) == finished
-    assert await store.finish_run(run.id, succeeded()) == finished
-    with pytest.raises(RunNotFound):
-        await store.finish_run(uuid4(), succeeded())
+    assert await finish_one(store, run.id, succeeded()) == finished
+    assert await store.finish_runs([(uuid4(), succeeded())]) == []
 
 
 async def test_pause_after_failures_disables_the_task(store: TaskStore) -> None:
@@ -386,11 +365,11 @@ async def test_pause_after_failures_disables_the_task(store: TaskStore) -> None:
     for minute, expected in [(0, 1), (1, 0), (2, 1)]:
         run = await claim_one(store, T0 + minute * MINUTE)
         outcome = failed() if expected else succeeded()
-        await store.finish_run(run.id, outcome)
+        await finish_one(store, run.id, outcome)
         current = await store.get_task(task.id)
         assert (current.consecutive_failures, current.enabled) == (expected, True)
     run = await claim_one(store, T0 + 3 * MINUTE)
-    await store.finish_run(run.id, failed(T0 + 3 * MINUTE))
+    await finish_one(store, run.id, failed(T0 + 3 * MINUTE))
     paused = await store.get_task(task.id)
     assert (paused.consecutive_failures, paused.enabled, paused.next_run_at) == (2, False, None)
     assert paused.version > current.version
@@ -405,7 +384,7 @@ async def test_cancel_requests(store: TaskStore) -> None:
     assert (await store.request_cancel(first.id)).id == first.id
     assert await store.cancel_requested([first.id, second.id, uuid4()]) == {first.id}
     assert await store.cancel_requested([]) == set()
-    await store.finish_run(first.id, RunOutcome(status=RunStatus.CANCELLED, finished_at=T0))
+    await finish_one(store, first.id, RunOutcome(status=RunStatus.CANCELLED, finished_at=T0))
     assert (await store.get_run(first.id)).status is RunStatus.CANCELLED
     with pytest.raises(RunNotRunning):
         await store.request_cancel(first.id)
@@ -433,7 +412,7 @@ async def test_lost_runs_expire_with_their_lease(store: TaskStore) -> None:
     assert await store.get_run(run.id) == lost
     assert await store.expire_lost_runs(expires + MINUTE) == []
     # A late outcome changes nothing; the slot is free.
-    assert await store.finish_run(run.id, succeeded()) == lost
+    assert await finish_one(store, run.id, succeeded()) == lost
     assert (await claim_one(store, T0 + MINUTE)).status is RunStatus.RUNNING
 
 
@@ -443,7 +422,7 @@ async def test_retention_deletes_old_finished_runs_in_batches(store: TaskStore) 
     for minute in range(5):
         run = await claim_one(store, T0 + minute * MINUTE)
         if minute < 4:
-            await store.finish_run(run.id, succeeded())
+            await finish_one(store, run.id, succeeded())
         runs.append(run)
     # Occurrences T0..T0+4m; the last is still running; the cutoff keeps T0+3m on.
     cutoff = T0 + 3 * MINUTE
@@ -475,7 +454,7 @@ async def test_run_history_is_newest_first_and_pages_once(store: TaskStore) -> N
     # Two manual runs at one instant: the id breaks the tie.
     runs += [(await store.start_manual_run(task.id, T0 + 3 * MINUTE, REPLICA)).run for _ in "ab"]
     for run in runs[:3]:
-        await store.finish_run(run.id, succeeded())
+        await finish_one(store, run.id, succeeded())
     expected = sorted(runs, key=lambda r: (r.scheduled_for, r.id), reverse=True)
     seen: list[Run] = []
     after = None
@@ -496,7 +475,7 @@ async def test_recent_runs_gives_each_task_its_newest_runs(store: TaskStore) -> 
     idle = await store.create_task(make_task(enabled=False))
     runs = [(await store.start_manual_run(busy.id, T0 + i * MINUTE, REPLICA)).run for i in range(4)]
     [lone] = [(await store.start_manual_run(quiet.id, T0, REPLICA)).run]
-    await store.finish_run(runs[0].id, succeeded())
+    await finish_one(store, runs[0].id, succeeded())
     recent = await store.recent_runs([idle.id, busy.id, quiet.id], 3)
     assert list(recent) == [idle.id, busy.id, quiet.id]
     assert recent[idle.id] == []
@@ -549,7 +528,7 @@ async def test_finish_runs_is_finish_run_in_order(
     ids = [r.id for r in runs[batched.id]]
     recorded = await store.finish_runs(list(zip(ids, outcomes, strict=True)))
     one_by_one = [
-        await store.finish_run(run.id, outcome)
+        await finish_one(store, run.id, outcome)
         for run, outcome in zip(runs[single.id], outcomes, strict=True)
     ]
 
@@ -643,7 +622,7 @@ async def test_finish_runs_leaves_finished_runs_and_unknown_ids_alone(store: Tas
     )
     early, lost, running = [await claim_one(store, T0 + i * SECOND) for i in range(3)]
     manual = (await store.start_manual_run(task.id, T0 + 2 * SECOND, REPLICA)).run
-    done = await store.finish_run(early.id, succeeded())
+    done = await finish_one(store, early.id, succeeded())
     # Leases of 31 s: `lost` (claimed at T0 + 1 s) is swept, `running` and `manual` are not.
     [swept] = await store.expire_lost_runs(T0 + 32 * SECOND + SECOND / 2)
     assert swept.id == lost.id

@@ -12,11 +12,12 @@ from application.backfills import BackfillService
 from domain.backfills import BackfillRequest
 from domain.runs import RunStatus
 from domain.triggers import CronTrigger
-from tests.application.test_engine_contract import T0, Cluster, key_of, keys, make_task
+from tests.application.test_engine_contract import T0, Cluster, key_of, keys
 from tests.application.test_engine_contract import cluster as cluster  # fixtures
 from tests.application.test_engine_contract import engine_factory as engine_factory
 from tests.application.test_engine_contract import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -31,7 +32,9 @@ async def test_backfilled_runs_carry_their_occurrences_idempotency_keys(
     # Midnight UTC daily; created at T0 (noon): its next occurrence is tomorrow, so only
     # the backfill makes runs.
     daily = CronTrigger(expression="0 0 * * *", timezone="UTC")
-    task = await cluster.add(make_task(recording_target, "/daily", daily, overlap="buffer_all"))
+    task = await cluster.add(
+        make_task(daily, url=recording_target.url("/daily"), overlap="buffer_all")
+    )
     engine = await cluster.engine()
     cluster.clock.set(T0)
     service = BackfillService(

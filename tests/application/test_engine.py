@@ -3,13 +3,9 @@ ceiling on runs in flight, the observer, structured logs, the retention sweep.""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -17,132 +13,24 @@ from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
-from application.ports import Freed
-from domain.claims import scheduled
-from domain.errors import StoreUnavailable
-from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
-from domain.tasks import HttpTarget, Task
+from domain.runs import ClaimedRun, RunOutcome, RunStatus
 from domain.triggers import IntervalTrigger
+from tests.application.engine_support import (
+    T0,
+    BrokenExecutor,
+    CountingStore,
+    FlakyStore,
+    GatedExecutor,
+    RecordingObserver,
+    finished_runs,
+    settings,
+)
+from tests.application.engine_support import clock as clock  # fixtures
+from tests.application.engine_support import engines as engines
+from tests.application.engine_support import store as store
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
-
-T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-T = TypeVar("T")
-
-
-def make_task(now: datetime = T0, every: int = 60, **fields: Any) -> Task:
-    task = Task(
-        id=uuid4(),
-        name=f"task-{uuid4().hex[:10]}",
-        trigger=IntervalTrigger(every=every, anchor=now),
-        target=HttpTarget(url="http://127.0.0.1:9/"),
-        created_at=now,
-        updated_at=now,
-        **fields,
-    )
-    return scheduled(task, now)
-
-
-class FlakyStore:
-    """An in-memory store that fails like a restarting database when told to."""
-
-    def __init__(self, store: InMemoryTaskStore) -> None:
-        self.inner = store
-        self.down = False
-        self.failing_finishes = 0
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.inner, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            if self.down:
-                raise StoreUnavailable()
-            finishing = ("finish_run", "finish_runs", "finish_runs_starting")
-            if name in finishing and self.failing_finishes > 0:
-                self.failing_finishes -= 1
-                raise StoreUnavailable()
-            return await method(*args, **kwargs)
-
-        return call
-
-
-class GatedExecutor(NoopExecutor):
-    """Holds every call until the gate opens; counts how many are in flight."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.running = 0
-        self.most = 0
-
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
-        self.running += 1
-        self.most = max(self.most, self.running)
-        try:
-            await self.gate.wait()
-            return await super().execute(task, run, last_run_at)
-        finally:
-            self.running -= 1
-
-
-class BrokenExecutor(NoopExecutor):
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
-        raise RuntimeError("a bug")
-
-
-class RecordingObserver:
-    def __init__(self) -> None:
-        self.batches: list[int] = []
-        self.started: list[ClaimedRun] = []
-        self.finished: list[Run] = []
-        self.errors: list[BaseException] = []
-        self.in_flight_counts: list[int] = []
-
-    def claim_batch(self, count: int, seconds: float) -> None:
-        self.batches.append(count)
-
-    def run_started(self, claimed_run: ClaimedRun, lateness_seconds: float) -> None:
-        self.started.append(claimed_run)
-
-    def run_finished(self, run: Run, duration_seconds: float) -> None:
-        self.finished.append(run)
-
-    def store_error(self, exc: BaseException) -> None:
-        self.errors.append(exc)
-
-    def in_flight(self, n: int) -> None:
-        self.in_flight_counts.append(n)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
-def store() -> InMemoryTaskStore:
-    return InMemoryTaskStore()
-
-
-@pytest.fixture
-async def engines() -> AsyncIterator[list[TriggerLoop]]:
-    started: list[TriggerLoop] = []
-    yield started
-    for engine in started:
-        await engine.stop()
-
-
-def settings(**overrides: Any) -> EngineSettings:
-    base: dict[str, Any] = {
-        "replica": "unit",
-        "store_retry_initial": 0.01,
-        "store_retry_max": 0.05,
-        "drain_timeout": 2.0,
-    }
-    return EngineSettings(**(base | overrides))
-
-
-async def finished_runs(store: InMemoryTaskStore, task: Task) -> list[Run]:
-    return [r for r in await store.list_runs(task.id, None, None, 100) if r.status.finished]
 
 
 async def test_a_store_outage_is_retried_and_firing_resumes(
@@ -183,23 +71,6 @@ async def test_an_outcome_is_recorded_once_the_store_is_back(
     [run] = await eventually(lambda: finished_runs(store, task), "the recorded run")
     assert run.status is RunStatus.SUCCEEDED
     assert flaky.failing_finishes == 0
-
-
-class CountingStore(FlakyStore):
-    """Remembers the size of every batch of outcomes recorded."""
-
-    def __init__(self, store: InMemoryTaskStore) -> None:
-        super().__init__(store)
-        self.batches: list[int] = []
-
-    async def finish_runs_starting(
-        self, outcomes: Sequence[tuple[UUID, RunOutcome]], now: datetime, replica: str
-    ) -> Freed:
-        if self.down or self.failing_finishes > 0:
-            self.failing_finishes -= 1
-            raise StoreUnavailable()
-        self.batches.append(len(outcomes))
-        return await self.inner.finish_runs_starting(outcomes, now, replica)
 
 
 async def test_outcomes_are_recorded_in_batches(
@@ -313,7 +184,9 @@ async def test_an_outcome_is_given_up_once_the_lease_expired(
     caplog.set_level(logging.WARNING, logger="scheduler.engine")
     counting = CountingStore(store)
     counting.failing_finishes = 10**6
-    task = await store.create_task(make_task(every=3600))  # nothing else due meanwhile
+    task = await store.create_task(
+        make_task(IntervalTrigger(every=3600))
+    )  # nothing else due meanwhile
     engine = TriggerLoop(counting, store.new_waker(), NoopExecutor(clock), clock, settings())
     engines.append(engine)
     await engine.start()
@@ -385,7 +258,7 @@ class SlowClaims(FlakyStore):
 async def test_a_task_that_came_due_during_a_pass_is_claimed_at_once(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(every=1))
+    task = await store.create_task(make_task(IntervalTrigger(every=1)))
     engine = TriggerLoop(
         SlowClaims(store, clock), store.new_waker(), NoopExecutor(clock), clock, settings()
     )
@@ -442,7 +315,9 @@ async def test_the_observer_sees_batches_runs_and_in_flight(
     observer = RecordingObserver()
     running = await store.create_task(make_task())
     missed = await store.create_task(
-        make_task(T0 - timedelta(seconds=30), 3600, misfire_grace_seconds=10)
+        make_task(
+            IntervalTrigger(every=3600), now=T0 - timedelta(seconds=30), misfire_grace_seconds=10
+        )
     )
     engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings(), observer)
     engines.append(engine)
@@ -486,9 +361,9 @@ async def test_each_run_is_logged_with_its_fields(
 async def test_the_retention_sweep_deletes_old_runs_and_task_versions(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(T0 - timedelta(days=40)))
+    task = await store.create_task(make_task(now=T0 - timedelta(days=40)))
     [claimed] = await store.claim_due(T0 - timedelta(days=40), 10, "old")
-    await store.finish_run(claimed.run.id, RunOutcome(status=RunStatus.SUCCEEDED, finished_at=T0))
+    await finish_one(store, claimed.run.id, RunOutcome(status=RunStatus.SUCCEEDED, finished_at=T0))
     paused = (await store.get_task(task.id)).model_copy(
         update={"enabled": False, "next_fire_at": None, "next_run_at": None}
     )

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from uuid import uuid4
 
 import pytest
@@ -26,15 +26,16 @@ from adapters.memory import NoopExecutor
 from application.engine import TriggerLoop
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
 from application.engine_settings import EngineSettings
-from application.ports import Executor, TaskStore, Waker
+from application.ports import EngineTestHooks, Executor, TaskStore, Waker
 from domain.calendars import CalendarRef, StoredCalendar
 from domain.claims import initial_fire_at, scheduled
-from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus, occurrence_key
-from domain.tasks import HttpTarget, RetryPolicy, Task
-from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from domain.runs import REPLICA_LOST, Run, RunStatus, occurrence_key
+from domain.tasks import RetryPolicy, Task
+from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger
 from tests.adapters.apscheduler.support import apscheduler_engine_class
 from tests.fixtures.backends import Backend
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -45,25 +46,8 @@ WAIT = 15.0  # the longest any condition is waited for, in real seconds
 T = TypeVar("T")
 
 
-class ContractEngine(Protocol):
-    """What these tests use of an engine: the ports, plus the hooks tests drive."""
-
-    @property
-    def settings(self) -> EngineSettings: ...
-    @property
-    def alive(self) -> bool: ...
-    @property
-    def in_flight(self) -> int: ...
-    @property
-    def last_pass_at(self) -> datetime | None: ...
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-    async def kill(self) -> None: ...
-    def dispatch(self, claimed: ClaimedRun) -> None: ...
-
-
 # Builds an engine from (store, waker, executor, clock, settings), as TriggerLoop does.
-EngineFactory = Callable[..., ContractEngine]
+EngineFactory = Callable[..., EngineTestHooks]
 
 
 @dataclass
@@ -75,11 +59,11 @@ class Cluster:
     executor: Executor
     store: TaskStore  # the test's own handle, as an API replica would hold one
     factory: EngineFactory = TriggerLoop
-    engines: list[ContractEngine] = field(default_factory=list)
+    engines: list[EngineTestHooks] = field(default_factory=list)
     stores: list[TaskStore] = field(default_factory=list)
     wakers: list[Waker] = field(default_factory=list)
 
-    async def engine(self, executor: Executor | None = None, **settings: Any) -> ContractEngine:
+    async def engine(self, executor: Executor | None = None, **settings: Any) -> EngineTestHooks:
         store = await self.backend.new_store()
         waker = await self.backend.new_waker()
         options: dict[str, Any] = {
@@ -106,16 +90,16 @@ class Cluster:
     async def add(self, task: Task) -> Task:
         return await self.store.create_task(task)
 
-    async def advance_to(self, instant: datetime, *engines: ContractEngine) -> None:
+    async def advance_to(self, instant: datetime, *engines: EngineTestHooks) -> None:
         """Move the clock and wait until the engines have looked at the store since."""
         self.clock.set(instant)
         await self.settle(*engines)
 
-    async def settle(self, *engines: ContractEngine) -> None:
+    async def settle(self, *engines: EngineTestHooks) -> None:
         now = self.clock.now()
         for engine in engines or self.engines:
 
-            async def passed(engine: ContractEngine = engine) -> bool:
+            async def passed(engine: EngineTestHooks = engine) -> bool:
                 return engine.last_pass_at is not None and engine.last_pass_at >= now
 
             await eventually(passed, f"{engine.settings.replica} to pass at {now}")
@@ -140,7 +124,7 @@ class Cluster:
             await waker.close()
 
     @staticmethod
-    def _alive(engine: ContractEngine) -> Callable[[], Awaitable[bool]]:
+    def _alive(engine: EngineTestHooks) -> Callable[[], Awaitable[bool]]:
         async def probe() -> bool:
             return engine.alive
 
@@ -174,31 +158,6 @@ async def cluster(
         await group.close()
 
 
-def make_task(
-    target: RecordingTarget,
-    path: str,
-    trigger: Trigger | None = None,
-    *,
-    now: datetime = T0,
-    timeout: float = 10,
-    retry: RetryPolicy | None = None,
-    **fields: Any,
-) -> Task:
-    """A task as the use cases create it: due at its first fire time at or after `now`."""
-    task = Task(
-        id=uuid4(),
-        name=f"task-{uuid4().hex[:10]}",
-        trigger=trigger or IntervalTrigger(every=60, anchor=now),
-        target=HttpTarget(
-            url=target.url(path), timeout_seconds=timeout, retry=retry or RetryPolicy()
-        ),
-        created_at=now,
-        updated_at=now,
-        **fields,
-    )
-    return scheduled(task, now)
-
-
 def key_of(task: Task, occurrence: datetime) -> str:
     return occurrence_key(task.id, occurrence)
 
@@ -217,7 +176,9 @@ def statuses(runs: Iterable[Run]) -> list[RunStatus]:
 async def test_a_task_fires_on_time(cluster: Cluster, recording_target: RecordingTarget) -> None:
     task = await cluster.add(
         make_task(
-            recording_target, "/on-time", CronTrigger(expression="* * * * *"), now=T0 - 30 * SECOND
+            CronTrigger(expression="* * * * *"),
+            url=recording_target.url("/on-time"),
+            now=T0 - 30 * SECOND,
         )
     )
     assert task.next_run_at == T0
@@ -248,7 +209,7 @@ async def test_engines_sharing_a_backend_fire_each_occurrence_once(
     cluster: Cluster, recording_target: RecordingTarget, replicas: int
 ) -> None:
     tasks = [
-        await cluster.add(make_task(recording_target, "/shared", max_running_instances=5))
+        await cluster.add(make_task(url=recording_target.url("/shared"), max_running_instances=5))
         for _ in range(40)
     ]
     engines = [await cluster.engine(batch_size=3) for _ in range(replicas)]
@@ -275,7 +236,9 @@ async def test_engines_sharing_a_backend_fire_each_occurrence_once(
 async def test_a_late_claim_records_missed(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
-    task = await cluster.add(make_task(recording_target, "/missed", misfire_grace_seconds=10))
+    task = await cluster.add(
+        make_task(url=recording_target.url("/missed"), misfire_grace_seconds=10)
+    )
     engine = await cluster.engine()
     await cluster.advance_to(T0 + 30 * SECOND, engine)  # the engine was held up 30 s
     [run] = await cluster.wait_runs(task, 1)
@@ -287,7 +250,7 @@ async def test_a_late_claim_records_missed(
 async def test_downtime_coalesces_into_one_run(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
-    task = await cluster.add(make_task(recording_target, "/backlog"))
+    task = await cluster.add(make_task(url=recording_target.url("/backlog")))
     cluster.clock.set(T0 + 5 * MINUTE + 10 * SECOND)  # no engine ran all this time
     await cluster.engine()
     [run] = await cluster.wait_runs(task, 1)
@@ -304,7 +267,7 @@ async def test_max_running_instances_skips_while_a_run_is_in_flight(
 ) -> None:
     recording_target.respond("/slow", Response(delay=2.0), Response())
     task = await cluster.add(
-        make_task(recording_target, "/slow", IntervalTrigger(every=10, anchor=T0))
+        make_task(IntervalTrigger(every=10, anchor=T0), url=recording_target.url("/slow"))
     )
     engine = await cluster.engine()
     cluster.clock.set(T0)
@@ -325,7 +288,9 @@ async def test_a_killed_engines_lease_expires_and_frees_the_slot(
 ) -> None:
     recording_target.respond("/lease", Response(delay=60), Response())
     task = await cluster.add(
-        make_task(recording_target, "/lease", IntervalTrigger(every=20, anchor=T0), timeout=5)
+        make_task(
+            IntervalTrigger(every=20, anchor=T0), url=recording_target.url("/lease"), timeout=5
+        )
     )
     doomed = await cluster.engine()
     cluster.clock.set(T0)
@@ -352,8 +317,8 @@ async def test_a_killed_engines_lease_expires_and_frees_the_slot(
 async def test_a_disabled_task_does_not_fire(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
-    off = await cluster.add(make_task(recording_target, "/off", enabled=False))
-    on = await cluster.add(make_task(recording_target, "/on"))
+    off = await cluster.add(make_task(url=recording_target.url("/off"), enabled=False))
+    on = await cluster.add(make_task(url=recording_target.url("/on")))
     engine = await cluster.engine()
     for minute in range(2):
         await cluster.advance_to(T0 + minute * MINUTE, engine)
@@ -366,7 +331,7 @@ async def test_a_changed_trigger_takes_effect_at_once(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
     daily = CronTrigger(expression="0 0 * * *")
-    task = await cluster.add(make_task(recording_target, "/changed", daily))
+    task = await cluster.add(make_task(daily, url=recording_target.url("/changed")))
     assert task.next_run_at == datetime(2026, 3, 3, tzinfo=UTC)
     engine = await cluster.engine()
     await cluster.advance_to(T0 + 10 * SECOND, engine)
@@ -388,7 +353,7 @@ async def test_a_changed_trigger_takes_effect_at_once(
 
 async def test_a_one_shot_fires_once(cluster: Cluster, recording_target: RecordingTarget) -> None:
     task = await cluster.add(
-        make_task(recording_target, "/once", OneShotTrigger(run_at=T0 + MINUTE))
+        make_task(OneShotTrigger(run_at=T0 + MINUTE), url=recording_target.url("/once"))
     )
     engine = await cluster.engine()
     await cluster.advance_to(T0 + MINUTE, engine)
@@ -409,7 +374,7 @@ async def test_a_saturated_engine_claims_half_its_ceiling_at_a_time(
     outcomes are recorded; each claim logs one line."""
     caplog.set_level(logging.INFO, logger="scheduler.engine")
     recording_target.respond("/busy", Response(delay=0.05))
-    tasks = [await cluster.add(make_task(recording_target, "/busy")) for _ in range(12)]
+    tasks = [await cluster.add(make_task(url=recording_target.url("/busy"))) for _ in range(12)]
     engine = await cluster.engine(max_concurrent_runs=4, batch_size=100)
     cluster.clock.set(T0)
     for task in tasks:
@@ -429,8 +394,10 @@ async def test_a_hanging_target_times_out_without_delaying_others(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/hang", Response(delay=60))
-    hanging = await cluster.add(make_task(recording_target, "/hang", timeout=1))
-    quick = [await cluster.add(make_task(recording_target, f"/quick-{i}")) for i in range(3)]
+    hanging = await cluster.add(make_task(url=recording_target.url("/hang"), timeout=1))
+    quick = [
+        await cluster.add(make_task(url=recording_target.url(f"/quick-{i}"))) for i in range(3)
+    ]
     await cluster.engine(batch_size=1)
     began = time.monotonic()
     cluster.clock.set(T0)
@@ -450,8 +417,8 @@ async def test_a_clean_stop_leaves_nothing_running(
 ) -> None:
     recording_target.respond("/stuck", Response(delay=60))
     recording_target.respond("/brief", Response(delay=0.3))
-    stuck = await cluster.add(make_task(recording_target, "/stuck", timeout=60))
-    brief = await cluster.add(make_task(recording_target, "/brief"))
+    stuck = await cluster.add(make_task(url=recording_target.url("/stuck"), timeout=60))
+    brief = await cluster.add(make_task(url=recording_target.url("/brief")))
     engine = await cluster.engine(drain_timeout=1.0)
     cluster.clock.set(T0)
     await eventually(lambda: _received(recording_target, "/stuck", 1), "the stuck call")
@@ -470,7 +437,7 @@ async def test_a_cancel_through_one_engine_stops_a_run_on_another(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/cancel", Response(delay=60))
-    task = await cluster.add(make_task(recording_target, "/cancel", timeout=60))
+    task = await cluster.add(make_task(url=recording_target.url("/cancel"), timeout=60))
     engines = [await cluster.engine(), await cluster.engine()]
     cluster.clock.set(T0)
     await eventually(lambda: _received(recording_target, "/cancel", 1), "the call")
@@ -495,8 +462,8 @@ async def test_retries_follow_the_retry_policy(
     recording_target.respond("/flaky", Response(503), Response(503), Response(200))
     recording_target.respond("/bad", Response(400))
     retry = RetryPolicy(max_attempts=3, backoff_seconds=0.05, max_backoff_seconds=0.1)
-    flaky = await cluster.add(make_task(recording_target, "/flaky", retry=retry))
-    bad = await cluster.add(make_task(recording_target, "/bad", retry=retry))
+    flaky = await cluster.add(make_task(url=recording_target.url("/flaky"), retry=retry))
+    bad = await cluster.add(make_task(url=recording_target.url("/bad"), retry=retry))
     await cluster.engine()
     cluster.clock.set(T0)
     [run] = await cluster.wait_runs(flaky, 1)
@@ -511,7 +478,9 @@ async def test_pause_after_failures_disables_the_task(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/failing", Response(500), Response(200), Response(500))
-    task = await cluster.add(make_task(recording_target, "/failing", pause_after_failures=2))
+    task = await cluster.add(
+        make_task(url=recording_target.url("/failing"), pause_after_failures=2)
+    )
     engine = await cluster.engine()
     expected = [(1, True), (0, True), (1, True), (2, False)]
     for minute, (failures, enabled) in enumerate(expected):
@@ -527,7 +496,7 @@ async def test_pause_after_failures_disables_the_task(
 async def test_a_manual_run_is_dispatched_on_the_engine(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
-    task = await cluster.add(make_task(recording_target, "/manual", enabled=False))
+    task = await cluster.add(make_task(url=recording_target.url("/manual"), enabled=False))
     engine = await cluster.engine(executor=NoopExecutor(cluster.clock))
     claimed = await cluster.store.start_manual_run(task.id, cluster.clock.now(), "api")
     engine.dispatch(claimed)
@@ -552,7 +521,7 @@ async def test_a_task_naming_a_calendar_fires_by_it_and_follows_its_changes(
         )
     )
     trigger = CronTrigger(expression="0 12 * * *", calendar=CalendarRef(name="closures"))
-    paused = make_task(recording_target, "/closures", trigger, enabled=False)
+    paused = make_task(trigger, url=recording_target.url("/closures"), enabled=False)
     planned = scheduled(
         paused.model_copy(update={"enabled": True}), T0 - SECOND, calendars={"closures": closures}
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -18,7 +17,8 @@ from application.scheduling import SchedulingService
 from domain.errors import TaskNotFound
 from domain.explain import Verdict
 from domain.runs import RunOutcome, RunStatus
-from domain.tasks import TaskSpec
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import task_spec
 
 T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -43,14 +43,12 @@ async def service(
     await executor.close()
 
 
-def spec(**overrides: Any) -> TaskSpec:
-    data: dict[str, Any] = {
-        "name": "minutely",
-        "trigger": {"kind": "interval", "every": 60, "anchor": T0.isoformat()},
-        "target": {"url": "http://127.0.0.1:9/run", "timeout_seconds": 100},
-    }
-    data.update(overrides)
-    return TaskSpec.model_validate(data)
+# The task every test here explains: a minutely interval anchored at T0.
+MINUTELY = {
+    "name": "minutely",
+    "trigger": {"kind": "interval", "every": 60, "anchor": T0.isoformat()},
+    "target": {"url": "http://127.0.0.1:9/run", "timeout_seconds": 100},
+}
 
 
 def succeeded(at: datetime) -> RunOutcome:
@@ -60,9 +58,9 @@ def succeeded(at: datetime) -> RunOutcome:
 async def test_a_run_that_succeeded_ran(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec(**MINUTELY))
     [claimed] = await memory_store.claim_due(T0, 10, REPLICA)
-    await memory_store.finish_run(claimed.run.id, succeeded(T0 + SECOND))
+    await finish_one(memory_store, claimed.run.id, succeeded(T0 + SECOND))
     clock.set(T0 + 30 * SECOND)
 
     answer = await service.explain("minutely", T0 + 30 * SECOND)
@@ -75,7 +73,7 @@ async def test_a_run_that_succeeded_ran(
 async def test_a_late_claim_is_missed_and_says_by_how_much(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
-    await service.create_task(spec(misfire_grace_seconds=10))
+    await service.create_task(task_spec(**MINUTELY, misfire_grace_seconds=10))
     await memory_store.claim_due(T0 + 30 * SECOND, 10, REPLICA)
     clock.set(T0 + 40 * SECOND)
 
@@ -88,7 +86,7 @@ async def test_a_late_claim_is_missed_and_says_by_how_much(
 async def test_a_folded_occurrence_is_coalesced_into_the_later_run(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
-    await service.create_task(spec(misfire_grace_seconds=None))
+    await service.create_task(task_spec(**MINUTELY, misfire_grace_seconds=None))
     [claimed] = await memory_store.claim_due(T0 + 2 * MINUTE, 10, REPLICA)
     assert claimed.run.coalesced == 3
     clock.set(T0 + 3 * MINUTE)
@@ -103,7 +101,7 @@ async def test_a_folded_occurrence_is_coalesced_into_the_later_run(
 async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec(**MINUTELY))
     [held] = await memory_store.claim_due(T0, 10, REPLICA)
     [skipped] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
     assert skipped.run.status is RunStatus.SKIPPED
@@ -120,7 +118,7 @@ async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
 async def test_an_occurrence_waiting_for_a_slot_is_queued(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
-    await service.create_task(spec(overlap="buffer_one"))
+    await service.create_task(task_spec(**MINUTELY, overlap="buffer_one"))
     [held] = await memory_store.claim_due(T0, 10, REPLICA)
     [waiting] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
     assert waiting.run.status is RunStatus.QUEUED
@@ -137,7 +135,7 @@ async def test_an_occurrence_waiting_for_a_slot_is_queued(
 async def test_a_paused_task_was_not_scheduled_and_says_who_paused_it(
     service: SchedulingService, clock: FakeClock
 ) -> None:
-    await service.create_task(spec(), actor="deploy")
+    await service.create_task(task_spec(**MINUTELY), actor="deploy")
     clock.set(T0 + 10 * SECOND)
     await service.pause_task("minutely", actor="ops")
     clock.set(T0 + 200 * SECOND)
@@ -159,7 +157,7 @@ async def test_a_paused_task_was_not_scheduled_and_says_who_paused_it(
 async def test_before_the_task_existed_and_for_an_unknown_task(
     service: SchedulingService,
 ) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec(**MINUTELY))
 
     answer = await service.explain("minutely", T0 - MINUTE)
 

@@ -19,12 +19,12 @@ from tests.application.test_engine_contract import (
     eventually,
     key_of,
     keys,
-    make_task,
 )
 from tests.application.test_engine_contract import cluster as cluster  # fixtures
 from tests.application.test_engine_contract import engine_factory as engine_factory
 from tests.application.test_engine_contract import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -40,9 +40,8 @@ async def test_three_engines_start_each_queued_run_once_in_order(
     recording_target.respond("/buffer", *[Response(delay=0.5)] * 5)
     task = await cluster.add(
         make_task(
-            recording_target,
-            "/buffer",
             IntervalTrigger(every=10, anchor=T0),
+            url=recording_target.url("/buffer"),
             timeout=30,  # a lease of 60 s: no run's lease expires while the clock moves
             overlap="buffer_all",
             misfire_grace_seconds=None,
@@ -71,9 +70,8 @@ async def test_a_killed_replica_holding_the_slot_frees_it_for_the_queue(
     recording_target.respond("/lost", Response(delay=60), Response(), Response(), Response())
     task = await cluster.add(
         make_task(
-            recording_target,
-            "/lost",
             IntervalTrigger(every=10, anchor=T0),
+            url=recording_target.url("/lost"),
             timeout=5,  # a lease of 35 s
             overlap="buffer_all",
             misfire_grace_seconds=None,
@@ -105,9 +103,8 @@ async def test_replace_stops_the_run_in_flight_and_calls_the_new_one(
     recording_target.respond("/replace", Response(delay=60), Response())
     task = await cluster.add(
         make_task(
-            recording_target,
-            "/replace",
             IntervalTrigger(every=10, anchor=T0),
+            url=recording_target.url("/replace"),
             timeout=60,
             overlap="replace",
             misfire_grace_seconds=None,

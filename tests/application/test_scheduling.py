@@ -27,9 +27,9 @@ from domain.errors import (
     VersionConflict,
 )
 from domain.runs import RunStatus
-from domain.tasks import TaskSpec
 from domain.triggers import CalendarTrigger, IntervalTrigger
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.tasks import task_spec
 
 T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
 
@@ -52,20 +52,10 @@ async def service(
     await executor.close()
 
 
-def spec(name: str = "nightly", **overrides: Any) -> TaskSpec:
-    data: dict[str, Any] = {
-        "name": name,
-        "trigger": {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"},
-        "target": {"url": "http://127.0.0.1:9/run"},
-    }
-    data.update(overrides)
-    return TaskSpec.model_validate(data)
-
-
 async def test_create_fills_defaults_and_schedules_the_first_fire_time(
     service: SchedulingService,
 ) -> None:
-    task = await service.create_task(spec())
+    task = await service.create_task(task_spec())
     assert task.version == 1 and task.enabled
     assert task.target.method == "POST" and task.misfire_grace_seconds == 60
     # 02:30 New York (EST, -5) on 2026-03-08 does not exist (spring forward): it is read
@@ -78,7 +68,7 @@ async def test_create_fills_defaults_and_schedules_the_first_fire_time(
 async def test_interval_without_start_is_anchored_at_creation_and_due_at_once(
     service: SchedulingService,
 ) -> None:
-    task = await service.create_task(spec(trigger={"kind": "interval", "every": "PT15M"}))
+    task = await service.create_task(task_spec(trigger={"kind": "interval", "every": "PT15M"}))
     assert isinstance(task.trigger, IntervalTrigger)
     assert task.trigger.anchor == T0
     assert task.next_run_at == T0
@@ -88,15 +78,15 @@ async def test_calendar_without_start_date_starts_today_in_its_zone(
     service: SchedulingService,
 ) -> None:
     trigger = {"kind": "calendar", "months": 1, "hour": 9, "timezone": "Pacific/Auckland"}
-    task = await service.create_task(spec(trigger=trigger))
+    task = await service.create_task(task_spec(trigger=trigger))
     assert isinstance(task.trigger, CalendarTrigger)
     assert task.trigger.start_date == date(2026, 3, 8)  # already the 8th in Auckland
 
 
 async def test_duplicate_name_is_rejected(service: SchedulingService) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec())
     with pytest.raises(DuplicateTaskName):
-        await service.create_task(spec())
+        await service.create_task(task_spec())
 
 
 async def test_one_shot_past_its_grace_is_rejected_and_nothing_is_written(
@@ -104,14 +94,14 @@ async def test_one_shot_past_its_grace_is_rejected_and_nothing_is_written(
 ) -> None:
     old = {"kind": "one_shot", "run_at": "2026-03-07T11:58:00Z"}
     with pytest.raises(InvalidRequest) as caught:
-        await service.create_task(spec(trigger=old))
+        await service.create_task(task_spec(trigger=old))
     assert caught.value.field == "trigger.run_at"
     assert (await service.list_tasks(TaskFilter())).items == []
 
 
 async def test_one_shot_within_grace_is_due_at_once(service: SchedulingService) -> None:
     recent = {"kind": "one_shot", "run_at": "2026-03-07T11:59:30Z"}
-    task = await service.create_task(spec(trigger=recent))
+    task = await service.create_task(task_spec(trigger=recent))
     assert task.next_run_at == datetime(2026, 3, 7, 11, 59, 30, tzinfo=UTC)
 
 
@@ -119,7 +109,7 @@ async def test_merge_patch_replaces_trigger_whole_and_merges_target(
     service: SchedulingService, clock: FakeClock
 ) -> None:
     task = await service.create_task(
-        spec(target={"url": "http://127.0.0.1:9/", "headers": {"A": "1"}})
+        task_spec(target={"url": "http://127.0.0.1:9/", "headers": {"A": "1"}})
     )
     clock.advance(10)
     patched = await service.update_task(
@@ -137,7 +127,7 @@ async def test_merge_patch_replaces_trigger_whole_and_merges_target(
 
 
 async def test_patch_null_removes_an_optional_field(service: SchedulingService) -> None:
-    await service.create_task(spec(description="nightly report"))
+    await service.create_task(task_spec(description="nightly report"))
     patched = await service.update_task("nightly", {"description": None})
     assert patched.description is None
 
@@ -145,7 +135,7 @@ async def test_patch_null_removes_an_optional_field(service: SchedulingService) 
 async def test_stale_if_match_is_a_conflict_and_writes_nothing(
     service: SchedulingService,
 ) -> None:
-    task = await service.create_task(spec())
+    task = await service.create_task(task_spec())
     await service.update_task("nightly", {"tags": ["a"]})
     with pytest.raises(VersionConflict):
         await service.update_task("nightly", {"tags": ["b"]}, if_match=task.version)
@@ -155,7 +145,7 @@ async def test_stale_if_match_is_a_conflict_and_writes_nothing(
 async def test_invalid_patch_names_the_field_and_writes_nothing(
     service: SchedulingService,
 ) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec())
     with pytest.raises(InvalidRequest) as caught:
         await service.update_task(
             "nightly", {"trigger": {"kind": "cron", "expression": "61 * * * *"}}
@@ -170,7 +160,7 @@ async def test_invalid_patch_names_the_field_and_writes_nothing(
 async def test_pause_clears_next_run_and_resume_reschedules_and_resets_failures(
     service: SchedulingService, clock: FakeClock
 ) -> None:
-    await service.create_task(spec(trigger={"kind": "interval", "every": 3600}))
+    await service.create_task(task_spec(trigger={"kind": "interval", "every": 3600}))
     paused = await service.pause_task("nightly")
     assert (paused.enabled, paused.next_run_at) == (False, None)
     assert (await service.pause_task("nightly")).version == paused.version  # idempotent
@@ -184,7 +174,7 @@ async def test_pause_clears_next_run_and_resume_reschedules_and_resets_failures(
 async def test_delete_keeps_runs_readable(
     service: SchedulingService, recording_target: RecordingTarget
 ) -> None:
-    await service.create_task(spec(target={"url": recording_target.url("/hook")}))
+    await service.create_task(task_spec(target={"url": recording_target.url("/hook")}))
     run = await service.fire_now("nightly")
     await service.delete_task("nightly")
     with pytest.raises(TaskNotFound):
@@ -195,7 +185,7 @@ async def test_delete_keeps_runs_readable(
 async def test_fire_now_calls_the_target_with_a_manual_key(
     service: SchedulingService, recording_target: RecordingTarget
 ) -> None:
-    task = await service.create_task(spec(target={"url": recording_target.url("/hook")}))
+    task = await service.create_task(task_spec(target={"url": recording_target.url("/hook")}))
     run = await service.fire_now("nightly")
     assert run.manual and run.status is RunStatus.RUNNING and run.scheduled_for == T0
     finished = await wait_for_status(service, run.id, RunStatus.SUCCEEDED)
@@ -208,7 +198,7 @@ async def test_fire_now_at_the_instance_limit_is_skipped(
     service: SchedulingService, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/slow", Response(delay=5))
-    await service.create_task(spec(target={"url": recording_target.url("/slow")}))
+    await service.create_task(task_spec(target={"url": recording_target.url("/slow")}))
     first = await service.fire_now("nightly")
     second = await service.fire_now("nightly")
     assert first.status is RunStatus.RUNNING
@@ -219,7 +209,7 @@ async def test_cancel_stops_a_running_run_and_a_finished_one_cannot_be_cancelled
     service: SchedulingService, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/slow", Response(delay=5))
-    await service.create_task(spec(target={"url": recording_target.url("/slow")}))
+    await service.create_task(task_spec(target={"url": recording_target.url("/slow")}))
     run = await service.fire_now("nightly")
     requested = await service.cancel_run(run.id)
     assert requested.status is RunStatus.RUNNING
@@ -235,7 +225,7 @@ async def test_dry_run_renders_without_sending_and_redacts_secrets(
         "auth": {"type": "bearer", "token_env": "SOME_TOKEN"},
         "body": {"x": 1},
     }
-    await service.create_task(spec(target=target))
+    await service.create_task(task_spec(target=target))
     rendered = await service.dry_run("nightly")
     assert rendered.method == "POST" and rendered.url == recording_target.url("/hook")
     assert rendered.headers["Authorization"] == "Bearer ***"
@@ -248,7 +238,7 @@ async def test_list_pages_return_every_task_once_and_carry_filters(
 ) -> None:
     for k in range(7):
         clock.advance(1)
-        await service.create_task(spec(f"task-{k}", tags=["even"] if k % 2 == 0 else []))
+        await service.create_task(task_spec(name=f"task-{k}", tags=["even"] if k % 2 == 0 else []))
     seen, cursor = [], None
     while True:
         page = await service.list_tasks(TaskFilter(tag="even"), limit=2, cursor=cursor)
@@ -264,7 +254,7 @@ async def test_list_pages_return_every_task_once_and_carry_filters(
 
 
 async def test_upcoming_and_preview(service: SchedulingService) -> None:
-    await service.create_task(spec())
+    await service.create_task(task_spec())
     upcoming = await service.upcoming("nightly", 3)
     assert upcoming == [
         datetime(2026, 3, 8, 7, 30, tzinfo=UTC),  # in the gap: 03:30 EDT

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
@@ -18,39 +15,24 @@ from application.engine import TriggerLoop
 from application.engine_runs import LEASE_ERROR
 from domain.claims import LEASE_MARGIN, lease_duration
 from domain.runs import REPLICA_LOST, RunOutcome, RunStatus
-from tests.application.test_engine import (
-    T0,
+from domain.triggers import IntervalTrigger
+from tests.application.engine_support import (
     CountingStore,
     GatedExecutor,
     finished_runs,
-    make_task,
     settings,
 )
+from tests.application.engine_support import clock as clock  # fixtures
+from tests.application.engine_support import engines as engines
+from tests.application.engine_support import store as store
+from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
-def store() -> InMemoryTaskStore:
-    return InMemoryTaskStore()
-
-
-@pytest.fixture
-async def engines() -> AsyncIterator[list[TriggerLoop]]:
-    started: list[TriggerLoop] = []
-    yield started
-    for engine in started:
-        await engine.stop()
 
 
 async def test_a_run_whose_lease_expired_before_its_call_is_not_called(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(every=3600, enabled=False))
+    task = await store.create_task(make_task(IntervalTrigger(every=3600), enabled=False))
     executor = NoopExecutor(clock)
     engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
     engines.append(engine)
@@ -73,7 +55,9 @@ async def test_a_run_whose_lease_expired_before_its_call_is_not_called(
 async def test_an_outcome_after_the_lease_is_not_recorded_and_never_overwrites(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(every=3600))  # nothing else due meanwhile
+    task = await store.create_task(
+        make_task(IntervalTrigger(every=3600))
+    )  # nothing else due meanwhile
     executor = GatedExecutor()
     engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
     engines.append(engine)
@@ -107,7 +91,7 @@ async def test_an_outcome_after_the_lease_is_not_recorded_and_never_overwrites(
 async def test_a_call_that_started_late_ends_before_its_lease(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(every=3600, enabled=False))
+    task = await store.create_task(make_task(IntervalTrigger(every=3600), enabled=False))
     executor = GatedExecutor()  # a target that never answers
     engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
     engines.append(engine)
@@ -126,7 +110,7 @@ async def test_a_call_that_started_late_ends_before_its_lease(
 async def test_a_retry_after_a_wait_that_outlived_the_lease_is_not_sent(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:
-    task = await store.create_task(make_task(every=3600))
+    task = await store.create_task(make_task(IntervalTrigger(every=3600)))
     counting = CountingStore(store)
     counting.failing_finishes = 1  # the first write fails while the lease still holds
     engine = TriggerLoop(

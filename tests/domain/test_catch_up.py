@@ -8,10 +8,11 @@ from uuid import UUID
 import pytest
 from pydantic import ValidationError
 
-from domain.claims import claim, run_instant
+from domain.claims import claim
 from domain.runs import RunStatus
-from domain.tasks import HttpTarget, Task, TaskSpec
+from domain.tasks import Task, TaskSpec
 from domain.triggers import CronTrigger, IntervalTrigger, Trigger
+from tests.fixtures.tasks import make_task
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -19,20 +20,18 @@ TASK_ID = UUID("6f1c0c4e-0000-4000-8000-000000000002")
 RUNNING, MISSED = RunStatus.RUNNING, RunStatus.MISSED
 
 
-def make_task(trigger: Trigger, *, grace: int | None, max_catch_up: int = 100) -> Task:
-    task = Task(
+def due_task(trigger: Trigger, *, grace: int | None, max_catch_up: int = 100) -> Task:
+    """A task catching up all occurrences, due at T0 and claimed later."""
+    return make_task(
+        trigger,
+        now=T0,
+        due=T0,
         id=TASK_ID,
         name="t",
-        trigger=trigger,
-        target=HttpTarget(url="http://127.0.0.1:9/"),
         misfire_grace_seconds=grace,
         catch_up="all",
         max_catch_up=max_catch_up,
-        created_at=T0 - timedelta(days=1),
-        updated_at=T0 - timedelta(days=1),
-        next_fire_at=T0,
     )
-    return task.model_copy(update={"next_run_at": run_instant(task, T0)})
 
 
 def runs_of(task: Task, now: datetime) -> list[tuple[RunStatus, datetime, int]]:
@@ -49,12 +48,12 @@ TRIGGERS = [CronTrigger(expression="* * * * *"), IntervalTrigger(every=60, ancho
 class TestCatchUpAll:
     def test_every_occurrence_within_the_grace_runs_oldest_first(self, trigger: Trigger) -> None:
         # 12:00 … 12:05 due at 12:05:10; a grace of 10 min covers them all.
-        runs = runs_of(make_task(trigger, grace=600), T0 + 5 * MINUTE + timedelta(seconds=10))
+        runs = runs_of(due_task(trigger, grace=600), T0 + 5 * MINUTE + timedelta(seconds=10))
         assert runs == [(RUNNING, T0 + i * MINUTE, 1) for i in range(6)]
 
     def test_older_ones_past_the_grace_fold_into_one_missed_run(self, trigger: Trigger) -> None:
         # At 12:05:10 with 150 s of grace: 12:03, 12:04, 12:05 are within it.
-        runs = runs_of(make_task(trigger, grace=150), T0 + 5 * MINUTE + timedelta(seconds=10))
+        runs = runs_of(due_task(trigger, grace=150), T0 + 5 * MINUTE + timedelta(seconds=10))
         assert runs == [
             (MISSED, T0 + 2 * MINUTE, 3),
             (RUNNING, T0 + 3 * MINUTE, 1),
@@ -63,7 +62,7 @@ class TestCatchUpAll:
         ]
 
     def test_at_most_max_catch_up_runs_the_older_fold(self, trigger: Trigger) -> None:
-        task = make_task(trigger, grace=None, max_catch_up=2)
+        task = due_task(trigger, grace=None, max_catch_up=2)
         runs = runs_of(task, T0 + 5 * MINUTE)
         assert runs == [
             (MISSED, T0 + 3 * MINUTE, 4),
@@ -74,15 +73,15 @@ class TestCatchUpAll:
     def test_the_latest_past_the_grace_folds_everything_as_latest_does(
         self, trigger: Trigger
     ) -> None:
-        runs = runs_of(make_task(trigger, grace=5), T0 + 5 * MINUTE + timedelta(seconds=10))
+        runs = runs_of(due_task(trigger, grace=5), T0 + 5 * MINUTE + timedelta(seconds=10))
         assert runs == [(MISSED, T0 + 5 * MINUTE, 6)]
 
     def test_one_due_occurrence_is_one_run(self, trigger: Trigger) -> None:
-        assert runs_of(make_task(trigger, grace=60), T0) == [(RUNNING, T0, 1)]
+        assert runs_of(due_task(trigger, grace=60), T0) == [(RUNNING, T0, 1)]
 
 
 def test_latest_stays_the_default_and_folds() -> None:
-    task = make_task(TRIGGERS[0], grace=None).model_copy(update={"catch_up": "latest"})
+    task = due_task(TRIGGERS[0], grace=None).model_copy(update={"catch_up": "latest"})
     decision = claim(task, T0 + 5 * MINUTE)
     assert decision is not None
     assert (decision.coalesced, decision.earlier) == (6, ())

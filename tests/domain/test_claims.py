@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -20,6 +21,7 @@ from domain.claims import (
 from domain.runs import Run, RunStatus, idempotency_key, occurrence_key
 from domain.tasks import HttpTarget, RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from tests.fixtures.tasks import make_task
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -27,27 +29,9 @@ MINUTE = timedelta(minutes=1)
 TASK_ID = UUID("6f1c0c4e-0000-4000-8000-000000000001")
 
 
-def make_task(
-    trigger: Trigger,
-    next_fire_at: datetime | None = T0,
-    *,
-    grace: int | None = 60,
-    jitter: int = 0,
-    enabled: bool = True,
-) -> Task:
-    task = Task(
-        id=TASK_ID,
-        name="t",
-        trigger=trigger,
-        target=HttpTarget(url="http://127.0.0.1:9/"),
-        enabled=enabled,
-        misfire_grace_seconds=grace,
-        jitter_seconds=jitter,
-        created_at=T0 - timedelta(days=1),
-        updated_at=T0 - timedelta(days=1),
-        next_fire_at=next_fire_at,
-    )
-    return task.model_copy(update={"next_run_at": run_instant(task, next_fire_at)})
+def due_task(trigger: Trigger, due: datetime | None = T0, **fields: Any) -> Task:
+    """A task due at `due` (its next occurrence), as the claim path leaves it."""
+    return make_task(trigger, now=T0, due=due, id=TASK_ID, name="t", **fields)
 
 
 MINUTELY = CronTrigger(expression="* * * * *")
@@ -57,7 +41,7 @@ EVERY_MINUTE = IntervalTrigger(every=60, anchor=T0)
 @pytest.mark.parametrize("trigger", [MINUTELY, EVERY_MINUTE], ids=["cron", "interval"])
 class TestClaim:
     def test_on_time_fires_once_and_advances(self, trigger: Trigger) -> None:
-        decision = claim(make_task(trigger), T0)
+        decision = claim(due_task(trigger), T0)
         assert decision is not None
         assert decision.status is RunStatus.RUNNING
         assert (decision.scheduled_for, decision.coalesced) == (T0, 1)
@@ -65,30 +49,30 @@ class TestClaim:
         assert decision.lateness == timedelta(0)
 
     def test_not_due_yet(self, trigger: Trigger) -> None:
-        assert claim(make_task(trigger), T0 - SECOND) is None
+        assert claim(due_task(trigger), T0 - SECOND) is None
 
     def test_late_within_grace_fires(self, trigger: Trigger) -> None:
-        decision = claim(make_task(trigger, grace=60), T0 + timedelta(seconds=59))
+        decision = claim(due_task(trigger, misfire_grace_seconds=60), T0 + timedelta(seconds=59))
         assert decision is not None
         assert decision.status is RunStatus.RUNNING
         assert decision.lateness == timedelta(seconds=59)
 
     def test_past_grace_is_missed(self, trigger: Trigger) -> None:
         # 30 s grace, 45 s late, and no later occurrence is due yet.
-        decision = claim(make_task(trigger, grace=30), T0 + timedelta(seconds=45))
+        decision = claim(due_task(trigger, misfire_grace_seconds=30), T0 + timedelta(seconds=45))
         assert decision is not None
         assert decision.status is RunStatus.MISSED
         assert decision.next_fire_at == T0 + MINUTE
 
     def test_null_grace_always_fires(self, trigger: Trigger) -> None:
-        decision = claim(make_task(trigger, grace=None), T0 + timedelta(seconds=59))
+        decision = claim(due_task(trigger, misfire_grace_seconds=None), T0 + timedelta(seconds=59))
         assert decision is not None and decision.status is RunStatus.RUNNING
 
     def test_downtime_coalesces_into_the_latest_occurrence(self, trigger: Trigger) -> None:
         # Down from 12:00 to 13:30:10: 91 occurrences (12:00 … 13:30) fold into one run
         # for 13:30, which is 10 s late and so within the grace.
         now = T0 + timedelta(hours=1, minutes=30, seconds=10)
-        decision = claim(make_task(trigger), now)
+        decision = claim(due_task(trigger), now)
         assert decision is not None
         assert decision.status is RunStatus.RUNNING
         assert decision.coalesced == 91
@@ -97,35 +81,35 @@ class TestClaim:
 
     def test_downtime_with_latest_past_grace_is_one_missed_run(self, trigger: Trigger) -> None:
         now = T0 + timedelta(hours=2, seconds=50)
-        decision = claim(make_task(trigger, grace=30), now)
+        decision = claim(due_task(trigger, misfire_grace_seconds=30), now)
         assert decision is not None
         assert (decision.status, decision.coalesced) == (RunStatus.MISSED, 121)
 
     def test_disabled_task_is_never_claimed(self, trigger: Trigger) -> None:
-        assert claim(make_task(trigger, enabled=False), T0 + timedelta(hours=1)) is None
+        assert claim(due_task(trigger, enabled=False), T0 + timedelta(hours=1)) is None
 
 
 def test_one_shot_is_exhausted_after_its_claim() -> None:
     once = OneShotTrigger(run_at=T0)
-    decision = claim(make_task(once), T0 + SECOND)
+    decision = claim(due_task(once), T0 + SECOND)
     assert decision is not None
     assert (decision.scheduled_for, decision.next_fire_at, decision.next_run_at) == (
         T0,
         None,
         None,
     )
-    spent = make_task(once, next_fire_at=None)
+    spent = due_task(once, None)
     assert claim(spent, T0 + timedelta(days=1)) is None
 
 
 def test_sub_second_claim_instant_is_truncated() -> None:
-    decision = claim(make_task(MINUTELY), T0 + timedelta(microseconds=999_999))
+    decision = claim(due_task(MINUTELY), T0 + timedelta(microseconds=999_999))
     assert decision is not None and decision.lateness == timedelta(0)
 
 
 def test_a_year_of_per_minute_downtime_coalesces_exactly_and_quickly() -> None:
     now = T0 + timedelta(days=365, seconds=5)
-    decision = claim(make_task(EVERY_MINUTE, grace=None), now)
+    decision = claim(due_task(EVERY_MINUTE, misfire_grace_seconds=None), now)
     assert decision is not None
     assert decision.coalesced == 365 * 24 * 60 + 1
     assert decision.scheduled_for == T0 + timedelta(days=365)
@@ -139,7 +123,7 @@ class TestJitter:
         assert jitter_offset(TASK_ID, T0, 30) == jitter_offset(TASK_ID, T0, 30)
 
     def test_jitter_delays_the_run_but_not_scheduled_for(self) -> None:
-        task = make_task(MINUTELY, jitter=30)
+        task = due_task(MINUTELY, jitter_seconds=30)
         offset = jitter_offset(TASK_ID, T0, 30)
         assert task.next_run_at == T0 + offset
         if offset:
@@ -209,7 +193,7 @@ def test_retry_wait_doubles_and_is_capped() -> None:
 
 def test_coalescing_stops_at_the_end_bound() -> None:
     bounded = IntervalTrigger(every=60, anchor=T0, end_at=T0 + timedelta(minutes=10))
-    decision = claim(make_task(bounded, grace=None), T0 + timedelta(hours=1))
+    decision = claim(due_task(bounded, misfire_grace_seconds=None), T0 + timedelta(hours=1))
     assert decision is not None
     assert decision.coalesced == 11
     assert decision.scheduled_for == T0 + timedelta(minutes=10)
@@ -259,6 +243,8 @@ def test_first_schedule_of_a_new_disabled_or_spent_task() -> None:
 def test_the_longest_interval_is_claimed_without_overflow() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     trigger = IntervalTrigger(every=3_155_760_000, start_at=start)
-    decision = claim(make_task(trigger, start, grace=None), datetime(2026, 6, 1, tzinfo=UTC))
+    decision = claim(
+        due_task(trigger, start, misfire_grace_seconds=None), datetime(2026, 6, 1, tzinfo=UTC)
+    )
     assert decision is not None and decision.status is RunStatus.RUNNING
     assert decision.next_fire_at == start + timedelta(days=36_525)

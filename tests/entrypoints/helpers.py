@@ -38,3 +38,9 @@ def cron_task(target_url: str, name: str = "nightly-report", **fields: Any) -> d
         "target": {"url": target_url},
         **fields,
     }
+
+
+def fields_of(response: Any) -> list[str]:
+    """The fields a 422 problem document names."""
+    assert response.status_code == 422, response.text
+    return [error["field"] for error in response.json()["errors"]]

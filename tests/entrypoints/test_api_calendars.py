@@ -4,19 +4,12 @@ change re-planning them (their history says so)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from datetime import date, datetime, timedelta
 from typing import Any
 
-import pytest
 from litestar.testing import AsyncTestClient
 
-from adapters.postgres import initialize
-from entrypoints.container import build_container
-from entrypoints.http.app import create_app
-from tests.entrypoints.helpers import make_settings
-from tests.fixtures.postgres import drop_schema
+from tests.entrypoints.helpers import fields_of
 
 Client = AsyncTestClient[Any]
 URL = "http://127.0.0.1:9/hook"
@@ -39,32 +32,6 @@ ICS = "\r\n".join(
         "",
     ]
 )
-
-
-@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "memory":
-        return {}
-    url: str = request.getfixturevalue("database_url")
-    return {"database_url": url, "db_schema": f"t_{uuid.uuid4().hex[:12]}"}
-
-
-@pytest.fixture
-async def api(store: dict[str, Any]) -> AsyncIterator[Client]:
-    if store:
-        await initialize(store["database_url"], store["db_schema"])
-    app = create_app(build_container(make_settings(target_allow="127.0.0.1", **store)))
-    try:
-        async with AsyncTestClient(app=app) as client:
-            yield client
-    finally:
-        if store:
-            await drop_schema(store["database_url"], store["db_schema"])
-
-
-def fields_of(response: Any) -> list[str]:
-    assert response.status_code == 422, response.text
-    return [error["field"] for error in response.json()["errors"]]
 
 
 def daily_task(name: str = "payroll", calendar: str = "closures", **fields: Any) -> dict[str, Any]:

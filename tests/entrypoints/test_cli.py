@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from domain.errors import InvalidRequest
 from entrypoints import container as container_module
@@ -260,14 +257,6 @@ def test_init_db_against_an_unreachable_server_exits_69() -> None:
 
     assert result.returncode == 69, result.stderr
     assert "imbi-scheduler: error:" in result.stderr
-
-
-@pytest.fixture
-def fresh_schema(database_url: str) -> Iterator[str]:
-    schema = f"cli_{uuid.uuid4().hex[:10]}"
-    yield schema
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.mark.postgres

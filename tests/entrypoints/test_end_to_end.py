@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
 import pytest
 from httpx import AsyncClient
-from psycopg import sql
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
@@ -34,10 +31,8 @@ def store_environ(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         yield {}
         return
     url: str = request.getfixturevalue("database_url")
-    schema = f"e2e_{uuid.uuid4().hex[:10]}"
+    schema: str = request.getfixturevalue("fresh_schema")
     yield {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_SCHEMA": schema}
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 @pytest.fixture

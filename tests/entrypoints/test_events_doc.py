@@ -18,7 +18,7 @@ import pytest
 from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import Signer, parse_signing_secrets
 from domain.runs import RunStatus
-from tests.adapters.http.builders import make_run, make_task
+from tests.adapters.http.builders import http_task, make_run
 from tests.entrypoints.live import ROOT, free_port
 
 DOC = ROOT / "docs" / "events.md"
@@ -77,7 +77,7 @@ async def test_the_documented_receiver_accepts_signed_calls_once_per_id(
     signed = HttpExecutor(
         HttpExecutorSettings(signer=Signer(parse_signing_secrets(secret))), environ={}
     )
-    task = make_task(url, body={"report": "nightly"})
+    task = http_task(url, body={"report": "nightly"})
     run = make_run(task)
     try:
         first = await signed.execute(task, run, None)
@@ -101,7 +101,7 @@ async def test_the_documented_receiver_refuses_an_unsigned_or_wrongly_signed_cal
     url, _, output = receiver
     signer = Signer(parse_signing_secrets(secret or ""))
     executor = HttpExecutor(HttpExecutorSettings(signer=signer), environ={})
-    task = make_task(url, body={"report": "nightly"})
+    task = http_task(url, body={"report": "nightly"})
     try:
         outcome = await executor.execute(task, make_run(task), None)
     finally:

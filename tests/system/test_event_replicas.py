@@ -8,9 +8,7 @@ from __future__ import annotations
 import base64
 import signal
 import time
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
 
 import httpx
 import psycopg
@@ -21,28 +19,13 @@ from standardwebhooks.webhooks import Webhook
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
+from tests.system.support import create, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 
 SECRET = "whsec_" + base64.b64encode(b"three-replicas-event-secret-32b!").decode()
 TASKS = 4
 HANG = 120.0  # seconds the receiver holds the first deliveries: past the kill
-
-
-@pytest.fixture
-def schema(database_url: str) -> Iterator[str]:
-    name = f"events_{uuid.uuid4().hex[:10]}"
-    yield name
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-def wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_every_event_is_delivered_when_the_sending_replica_is_killed(
@@ -65,7 +48,7 @@ def test_every_event_is_delivered_when_the_sending_replica_is_killed(
         # The doomed replica alone first: the first deliveries are surely its own.
         doomed.start()
         for k in range(TASKS):
-            create(doomed.url, f"failing-{k}", recording_target.url("/job"))
+            create(doomed.url, f"failing-{k}", recording_target.url("/job"), timeout=2)
         wait_for(lambda: bool(recording_target.received("/events")), 30, "a first delivery")
         for replica in replicas[:2]:
             replica.start()
@@ -118,17 +101,3 @@ def test_every_event_is_delivered_when_the_sending_replica_is_killed(
     kinds = Counter(event["type"] for event in events)
     assert kinds["run.failed"] > 0
     assert set(kinds) <= {"run.failed", "run.skipped", "run.missed"}
-
-
-def create(api: str, name: str, url: str) -> None:
-    response = httpx.post(
-        f"{api}/tasks",
-        json={
-            "name": name,
-            "trigger": {"kind": "interval", "every": 1},
-            "target": {"url": url, "timeout_seconds": 2},
-            "misfire_grace_seconds": 30,
-        },
-        timeout=10,
-    )
-    assert response.status_code == 201, response.text

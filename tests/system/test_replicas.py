@@ -12,12 +12,9 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-import httpx
 import psycopg
 import pytest
 from psycopg import sql
@@ -25,6 +22,7 @@ from psycopg.rows import dict_row
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
+from tests.system.support import create, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 
@@ -32,22 +30,6 @@ FAST_TASKS = 20
 SLOW_TASKS = 3
 SLOW_DELAY = 1.5  # seconds the slow target takes to answer
 RESTART = os.environ.get("SCHEDULER_TEST_RESTART_POSTGRES") == "1"
-
-
-@pytest.fixture
-def schema(database_url: str) -> Iterator[str]:
-    name = f"chaos_{uuid.uuid4().hex[:10]}"
-    yield name
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-def wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def running_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> int:
@@ -186,17 +168,3 @@ def test_three_replicas_survive_a_sigkill_and_a_database_restart(
         fast = Counter(r["status"] for r in resumed if r["name"].startswith("fast"))
         assert fast["succeeded"] > 0
         assert set(fast) <= {"succeeded", "missed", "skipped"}
-
-
-def create(api: str, name: str, url: str, *, every: int, timeout: float = 5) -> None:
-    response = httpx.post(
-        f"{api}/tasks",
-        json={
-            "name": name,
-            "trigger": {"kind": "interval", "every": every},
-            "target": {"url": url, "timeout_seconds": timeout},
-            "misfire_grace_seconds": 30,
-        },
-        timeout=10,
-    )
-    assert response.status_code == 201, response.text

@@ -15,8 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -55,14 +53,6 @@ def searched_values() -> dict[str, str]:
     ).decode()
     values["oauth2 token"] = OAUTH_TOKEN
     return values
-
-
-@pytest.fixture
-def schema(database_url: str) -> Iterator[str]:
-    name = f"secrets_{uuid.uuid4().hex[:10]}"
-    yield name
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def dump_tables(url: str, schema: str) -> str:

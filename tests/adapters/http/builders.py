@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
 from domain.runs import Run, RunStatus
-from domain.tasks import Task
+from domain.tasks import HttpTarget, Task
+from domain.triggers import IntervalTrigger
+from tests.fixtures.tasks import make_task
 
-T0 = datetime(2026, 3, 9, 6, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 9, 6, 30, tzinfo=UTC)
 FAST_RETRY = {"max_attempts": 3, "backoff_seconds": 0.01, "max_backoff_seconds": 0.05}
 
 
-def make_task(url: str, *, tags: list[str] | None = None, **target: Any) -> Task:
-    return Task.model_validate(
-        {
-            "id": uuid4(),
-            "name": "nightly-report",
-            "trigger": {"kind": "interval", "every": 60, "start_at": "2026-01-01T00:00:00Z"},
-            "target": {"url": url, **target},
-            "tags": tags or [],
-            "created_at": T0,
-            "updated_at": T0,
-            "next_fire_at": T0,
-            "next_run_at": T0,
-        }
+def http_task(url: str, *, tags: list[str] | None = None, **target: Any) -> Task:
+    """The executor's subject: a task named nightly-report calling `url`, its target
+    fields given in their JSON form (`target`), due at T0."""
+    return make_task(
+        IntervalTrigger(every=60, start_at=datetime(2026, 1, 1, tzinfo=UTC)),
+        now=T0,
+        target=HttpTarget.model_validate({"url": url, **target}),
+        name="nightly-report",
+        tags=tags or [],
     )
 
 

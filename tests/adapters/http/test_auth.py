@@ -14,7 +14,7 @@ import pytest
 from adapters.http import HttpExecutor
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import Task
-from tests.adapters.http.builders import FAST_RETRY, make_run, make_task
+from tests.adapters.http.builders import FAST_RETRY, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -29,7 +29,7 @@ def token_answer(token: str, expires_in: int = 3600) -> Response:
 
 
 def oauth2_task(target: RecordingTarget, retry: dict | None = None, **auth: str) -> Task:
-    return make_task(
+    return http_task(
         target.url("/api"),
         retry=retry or {},
         auth={
@@ -50,7 +50,7 @@ async def test_bearer_token_from_the_environment(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"REPORTS_TOKEN": TOKEN})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"), auth={"type": "bearer", "token_env": "REPORTS_TOKEN"}
     )
 
@@ -64,7 +64,7 @@ async def test_basic_auth_from_the_environment(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"REPORTS_PASSWORD": PASSWORD})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         auth={"type": "basic", "username": "svc", "password_env": "REPORTS_PASSWORD"},
     )
@@ -78,7 +78,7 @@ async def test_the_environment_is_read_at_call_time(
     recording_target: RecordingTarget, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     executor = HttpExecutor()  # os.environ
-    task = make_task(recording_target.url("/"), auth={"type": "bearer", "token_env": "LATE_TOK"})
+    task = http_task(recording_target.url("/"), auth={"type": "bearer", "token_env": "LATE_TOK"})
     monkeypatch.setenv("LATE_TOK", TOKEN)
     try:
         await executor.execute(task, make_run(task), None)
@@ -115,7 +115,7 @@ async def test_a_missing_variable_fails_the_run_naming_it(
     make_executor: MakeExecutor, recording_target: RecordingTarget, auth: dict, variable: str
 ) -> None:
     executor = make_executor(environ={"OTHER": "x", variable + "_NOT": "y"})
-    task = make_task(recording_target.url("/"), auth=auth)
+    task = http_task(recording_target.url("/"), auth=auth)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -129,7 +129,7 @@ async def test_an_empty_variable_counts_as_missing(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"TOK": ""})
-    task = make_task(recording_target.url("/"), auth={"type": "bearer", "token_env": "TOK"})
+    task = http_task(recording_target.url("/"), auth={"type": "bearer", "token_env": "TOK"})
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -326,7 +326,7 @@ async def test_secrets_stay_out_of_outcomes_and_logs(
     echo = f"you sent {PASSWORD} as {encoded}".encode()
     recording_target.respond("/", Response(status, echo))
     executor = make_executor(environ={"PW": PASSWORD})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         auth={"type": "basic", "username": "svc", "password_env": "PW"},
         retry=FAST_RETRY,
@@ -363,7 +363,7 @@ async def test_a_bearer_token_stays_out_of_a_timeout_and_its_logs(
     caplog.set_level(logging.DEBUG)
     recording_target.respond("/", Response(delay=5))
     executor = make_executor(environ={"TOK": TOKEN})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         auth={"type": "bearer", "token_env": "TOK"},
         timeout_seconds=0.2,

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.http import HttpExecutor
 from domain.errors import InvalidRequest
-from tests.adapters.http.builders import T0, make_run, make_task
+from tests.adapters.http.builders import T0, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget
 
@@ -21,7 +21,7 @@ OAUTH2 = {
 
 
 async def test_every_header_that_would_be_sent(executor: HttpExecutor) -> None:
-    task = make_task(
+    task = http_task(
         "http://reports.test:8080/run", headers={"X-Team": "data"}, body={"any": "json"}
     )
     run = make_run(task)
@@ -51,7 +51,7 @@ async def test_the_rendered_headers_are_what_is_sent(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"TOK": "t0ken"})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"), auth={"type": "bearer", "token_env": "TOK"}, body=[1]
     )
     run = make_run(task)
@@ -77,7 +77,7 @@ async def test_the_rendered_headers_are_what_is_sent(
 )
 async def test_secrets_are_redacted(make_executor: MakeExecutor, auth: dict, shown: str) -> None:
     executor = make_executor(environ={"TOK": "t0ken", "PW": "pa55", "SECRET": "s3cret"})
-    task = make_task("http://reports.test/", auth=auth)
+    task = http_task("http://reports.test/", auth=auth)
 
     rendered = await executor.render(task, make_run(task), None, redact=True)
 
@@ -91,7 +91,7 @@ async def test_a_redacted_oauth2_dry_run_fetches_no_token(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"SECRET": "s3cret"})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"), auth={**OAUTH2, "token_url": recording_target.url("/token")}
     )
 
@@ -102,7 +102,7 @@ async def test_a_redacted_oauth2_dry_run_fetches_no_token(
 
 
 async def test_an_authorization_header_of_the_target_is_redacted(executor: HttpExecutor) -> None:
-    task = make_task("http://reports.test/", headers={"authorization": "Token abc"})
+    task = http_task("http://reports.test/", headers={"authorization": "Token abc"})
 
     rendered = await executor.render(task, make_run(task), None, redact=True)
 
@@ -111,7 +111,7 @@ async def test_an_authorization_header_of_the_target_is_redacted(executor: HttpE
 
 async def test_unredacted_shows_the_secret(make_executor: MakeExecutor) -> None:
     executor = make_executor(environ={"PW": "pa55"})
-    task = make_task(
+    task = http_task(
         "http://reports.test/", auth={"type": "basic", "username": "u", "password_env": "PW"}
     )
 
@@ -121,7 +121,7 @@ async def test_unredacted_shows_the_secret(make_executor: MakeExecutor) -> None:
 
 
 async def test_unredacted_with_a_missing_variable(executor: HttpExecutor) -> None:
-    task = make_task("http://reports.test/", auth={"type": "bearer", "token_env": "TOK"})
+    task = http_task("http://reports.test/", auth={"type": "bearer", "token_env": "TOK"})
 
     with pytest.raises(InvalidRequest) as rejected:
         await executor.render(task, make_run(task), None, redact=False)
@@ -130,7 +130,7 @@ async def test_unredacted_with_a_missing_variable(executor: HttpExecutor) -> Non
 
 
 async def test_templates_are_rendered(executor: HttpExecutor) -> None:
-    task = make_task(
+    task = http_task(
         "http://reports.test/{{ task.name }}", template=True, body={"at": "{{ scheduled_for }}"}
     )
 
@@ -141,7 +141,7 @@ async def test_templates_are_rendered(executor: HttpExecutor) -> None:
 
 
 async def test_a_template_that_fails_to_render(executor: HttpExecutor) -> None:
-    task = make_task("http://reports.test/", template=True, body={"x": "{{ task.nope }}"})
+    task = http_task("http://reports.test/", template=True, body={"x": "{{ task.nope }}"})
 
     with pytest.raises(InvalidRequest) as rejected:
         await executor.render(task, make_run(task), None, redact=True)
@@ -150,7 +150,7 @@ async def test_a_template_that_fails_to_render(executor: HttpExecutor) -> None:
 
 
 async def test_a_manual_run(executor: HttpExecutor) -> None:
-    task = make_task("http://reports.test/")
+    task = http_task("http://reports.test/")
     run = make_run(task, manual=True)
 
     rendered = await executor.render(task, run, None, redact=True)

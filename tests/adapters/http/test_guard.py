@@ -10,7 +10,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings, OutboundDenied, Ou
 from domain.errors import InvalidRequest
 from domain.runs import RunStatus
 from domain.tasks import HttpTarget
-from tests.adapters.http.builders import FAST_RETRY, FakeResolver, make_run, make_task
+from tests.adapters.http.builders import FAST_RETRY, FakeResolver, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget
 
@@ -87,7 +87,7 @@ async def test_a_name_resolving_to_metadata_fails_the_run(
 ) -> None:
     resolver = FakeResolver({"metadata.test": ["169.254.169.254"]})
     executor = make_executor(resolver=resolver)
-    task = make_task("http://metadata.test/latest/meta-data/", retry=FAST_RETRY)
+    task = http_task("http://metadata.test/latest/meta-data/", retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -101,7 +101,7 @@ async def test_a_name_resolving_to_metadata_fails_the_run(
 
 async def test_a_literal_metadata_address_fails_the_run(executor: HttpExecutor) -> None:
     # check() rejects this at create; a task stored before the rule still never calls.
-    task = make_task("http://169.254.169.254/latest/meta-data/")
+    task = http_task("http://169.254.169.254/latest/meta-data/")
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -112,7 +112,7 @@ async def test_the_allow_list_in_the_executor(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(HttpExecutorSettings(allow=("10.0.0.0/8",)))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -124,7 +124,7 @@ async def test_the_deny_list_in_the_executor(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(HttpExecutorSettings(deny=("127.0.0.0/8",)))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -137,7 +137,7 @@ async def test_the_guard_covers_the_oauth2_token_url(
 ) -> None:
     resolver = FakeResolver({"idp.test": ["fe80::1"]})
     executor = make_executor(environ={"SECRET": "client-secret"}, resolver=resolver)
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         auth={
             "type": "oauth2_client_credentials",

@@ -14,7 +14,7 @@ from adapters.http.guard import parse_literal
 from domain.errors import InvalidRequest
 from domain.runs import RunStatus
 from domain.tasks import HttpTarget
-from tests.adapters.http.builders import FakeResolver, make_run, make_task
+from tests.adapters.http.builders import FakeResolver, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -127,7 +127,7 @@ async def test_a_rendered_numeric_spelling_is_denied_without_asking_dns(
 ) -> None:
     resolver = FakeResolver({})
     executor = make_executor(resolver=resolver)
-    task = make_task("http://{{ task.tags | first }}/", template=True, tags=["0xa9fea9fe"])
+    task = http_task("http://{{ task.tags | first }}/", template=True, tags=["0xa9fea9fe"])
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -148,7 +148,7 @@ async def test_an_allowed_numeric_spelling_calls_the_address_it_was_judged_as(
     port = recording_target.base_url.rsplit(":", 1)[1]
     target = HttpTarget(url=f"http://{host}:{port}/numeric")
     executor.check(target)
-    task = make_task(target.url)
+    task = http_task(target.url)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -177,7 +177,7 @@ async def test_dns_rebinding_never_reaches_a_denied_address(
     # Each answer closes its connection, so the next call connects (and resolves) again.
     recording_target.respond("/", Response(headers={"Connection": "close"}))
     port = recording_target.base_url.rsplit(":", 1)[1]
-    task = make_task(f"http://rebind.test:{port}/")
+    task = http_task(f"http://rebind.test:{port}/")
 
     first = await executor.execute(task, make_run(task), None)
     second = await executor.execute(task, make_run(task), None)
@@ -198,7 +198,7 @@ async def test_a_rebinding_answer_mixing_addresses_is_refused_whole(
     resolver = RebindingResolver(first=["127.0.0.1", "169.254.169.254"], then=["127.0.0.1"])
     executor = make_executor(HttpExecutorSettings(dns_cache_seconds=0), resolver=resolver)
     port = recording_target.base_url.rsplit(":", 1)[1]
-    task = make_task(f"http://rebind.test:{port}/")
+    task = http_task(f"http://rebind.test:{port}/")
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -213,7 +213,7 @@ async def test_a_redirect_to_a_denied_address_is_not_followed(
     executor = make_executor(resolver=resolver)
     for location in ("http://169.254.169.254/latest/meta-data/", "http://metadata.test/"):
         recording_target.respond("/", Response(307, b"", {"Location": location}))
-        task = make_task(recording_target.url("/"))
+        task = http_task(recording_target.url("/"))
 
         outcome = await executor.execute(task, make_run(task), None)
 

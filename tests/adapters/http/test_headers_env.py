@@ -9,7 +9,7 @@ import pytest
 from adapters.http import HttpExecutor
 from domain.errors import InvalidRequest
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FAST_RETRY, make_run, make_task
+from tests.adapters.http.builders import FAST_RETRY, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -21,7 +21,7 @@ async def test_headers_carry_the_values_of_the_variables_they_name(
 ) -> None:
     environ = {"REPORTS_API_KEY": API_KEY, "TENANT": "acme"}
     executor = make_executor(environ=environ)
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         headers={"X-Team": "data"},
         headers_env={"X-Api-Key": "REPORTS_API_KEY", "X-Tenant": "TENANT"},
@@ -41,7 +41,7 @@ async def test_the_environment_is_read_at_each_call(
 ) -> None:
     environ = {"KEY": "first"}
     executor = make_executor(environ=environ)
-    task = make_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
+    task = http_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
 
     await executor.execute(task, make_run(task), None)
     environ["KEY"] = "rotated"
@@ -55,7 +55,7 @@ async def test_every_retry_carries_them(
 ) -> None:
     recording_target.respond("/", Response(503), Response(200))
     executor = make_executor(environ={"KEY": API_KEY})
-    task = make_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"}, retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"}, retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -71,7 +71,7 @@ async def test_a_missing_variable_fails_the_run_naming_only_the_variable(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     executor = make_executor(environ={"OTHER": API_KEY, **environ})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"), headers_env={"X-Other": "OTHER", "X-Api-Key": "KEY"}
     )
 
@@ -92,7 +92,7 @@ async def test_values_echoed_by_the_target_are_scrubbed_from_the_excerpt(
 ) -> None:
     recording_target.respond("/", Response(500, f"bad key {API_KEY}!".encode()))
     executor = make_executor(environ={"KEY": API_KEY})
-    task = make_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
+    task = http_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -100,7 +100,7 @@ async def test_values_echoed_by_the_target_are_scrubbed_from_the_excerpt(
 
 
 async def test_a_dry_run_shows_stars_and_reads_no_variable(executor: HttpExecutor) -> None:
-    task = make_task("http://reports.test/", headers_env={"X-Api-Key": "UNSET_KEY"})
+    task = http_task("http://reports.test/", headers_env={"X-Api-Key": "UNSET_KEY"})
 
     rendered = await executor.render(task, make_run(task), None, redact=True)
 
@@ -110,7 +110,7 @@ async def test_a_dry_run_shows_stars_and_reads_no_variable(executor: HttpExecuto
 async def test_an_unredacted_render_reads_them_and_names_a_missing_one(
     make_executor: MakeExecutor,
 ) -> None:
-    task = make_task("http://reports.test/", headers_env={"X-Api-Key": "KEY"})
+    task = http_task("http://reports.test/", headers_env={"X-Api-Key": "KEY"})
 
     rendered = await make_executor(environ={"KEY": API_KEY}).render(
         task, make_run(task), None, redact=False

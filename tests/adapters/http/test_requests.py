@@ -17,8 +17,8 @@ from tests.adapters.http.builders import (
     T0,
     FakeResolver,
     closed_port,
+    http_task,
     make_run,
-    make_task,
 )
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
@@ -28,7 +28,7 @@ async def test_sends_method_headers_and_json_body(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/run", Response(201, b'{"accepted": true}'))
-    task = make_task(
+    task = http_task(
         recording_target.url("/run"),
         method="PUT",
         headers={"X-Team": "data"},
@@ -54,7 +54,7 @@ async def test_sends_method_headers_and_json_body(
 async def test_outbound_headers_of_a_scheduled_run(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
     run = make_run(task)
 
     await executor.execute(task, run, None)
@@ -70,7 +70,7 @@ async def test_outbound_headers_of_a_scheduled_run(
 async def test_a_manual_run_keys_by_run_id(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
     run = make_run(task, manual=True)
 
     await executor.execute(task, run, None)
@@ -82,7 +82,7 @@ async def test_a_manual_run_keys_by_run_id(
 async def test_no_body_when_body_is_null(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(recording_target.url("/"), method="GET")
+    task = http_task(recording_target.url("/"), method="GET")
 
     await executor.execute(task, make_run(task), None)
 
@@ -96,7 +96,7 @@ async def test_user_agent_from_settings(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(HttpExecutorSettings(user_agent="custom/1"))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     await executor.execute(task, make_run(task), None)
 
@@ -107,7 +107,7 @@ async def test_a_non_2xx_answer_fails(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(404, b"no such thing"))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -121,7 +121,7 @@ async def test_a_redirect_is_an_answer_not_followed(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(302, b"", {"Location": "/elsewhere"}))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -133,7 +133,7 @@ async def test_a_hanging_target_times_out(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(delay=10))
-    task = make_task(recording_target.url("/"), timeout_seconds=0.3)
+    task = http_task(recording_target.url("/"), timeout_seconds=0.3)
 
     started = time.monotonic()
     outcome = await executor.execute(task, make_run(task), None)
@@ -147,7 +147,7 @@ async def test_a_hanging_target_times_out(
 
 async def test_a_refused_connection(executor: HttpExecutor) -> None:
     port = closed_port()
-    task = make_task(f"http://127.0.0.1:{port}/")
+    task = http_task(f"http://127.0.0.1:{port}/")
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -157,7 +157,7 @@ async def test_a_refused_connection(executor: HttpExecutor) -> None:
 
 async def test_a_tls_error(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
     # The recording target speaks plain HTTP, so the TLS handshake fails.
-    task = make_task(recording_target.url("/").replace("http://", "https://"))
+    task = http_task(recording_target.url("/").replace("http://", "https://"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -168,7 +168,7 @@ async def test_a_tls_error(executor: HttpExecutor, recording_target: RecordingTa
 
 async def test_a_dns_failure(make_executor: MakeExecutor) -> None:
     executor = make_executor(resolver=FakeResolver({}))
-    task = make_task("http://nowhere.test/")
+    task = http_task("http://nowhere.test/")
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -184,7 +184,7 @@ async def test_connects_to_the_address_the_guard_checked(
     resolver = FakeResolver({"target.test": ["127.0.0.1"]})
     executor = make_executor(resolver=resolver)
     port = recording_target.base_url.rsplit(":", 1)[1]
-    task = make_task(f"http://target.test:{port}/named")
+    task = http_task(f"http://target.test:{port}/named")
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -200,7 +200,7 @@ async def test_connections_are_pooled(
     resolver = FakeResolver({"target.test": ["127.0.0.1"]})
     executor = make_executor(resolver=resolver)
     port = recording_target.base_url.rsplit(":", 1)[1]
-    task = make_task(f"http://target.test:{port}/")
+    task = http_task(f"http://target.test:{port}/")
 
     for _ in range(3):
         await executor.execute(task, make_run(task), None)
@@ -228,7 +228,7 @@ async def test_response_excerpt(
 ) -> None:
     executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=limit))
     recording_target.respond("/", Response(200, body))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -239,7 +239,7 @@ async def test_cancellation_propagates(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(delay=10))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
     call = asyncio.create_task(executor.execute(task, make_run(task), None))
     for _ in range(500):  # the target runs in another thread: poll until it has the call
         if recording_target.received():
@@ -261,7 +261,7 @@ async def test_non_ascii_header_values_are_sent_as_utf8(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = make_executor(environ={"TOK": "tøken"})
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         headers={"X-Team": "café"},
         auth={"type": "bearer", "token_env": "TOK"},
@@ -283,7 +283,7 @@ async def test_attempts_are_logged_with_their_fields(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="scheduler.http")
     recording_target.respond("/", Response(503), Response(200))
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
     run = make_run(task)
 
     await executor.execute(task, run, None)

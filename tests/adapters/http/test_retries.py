@@ -10,7 +10,7 @@ import pytest
 from adapters.http import HttpExecutor
 from adapters.http.failures import retry_after_seconds
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FAST_RETRY, closed_port, make_run, make_task
+from tests.adapters.http.builders import FAST_RETRY, closed_port, http_task, make_run
 from tests.fixtures.target import RecordingTarget, Response
 
 
@@ -18,7 +18,7 @@ async def test_retries_a_503_with_the_same_key(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(503), Response(200, b"done"))
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
     run = make_run(task)
 
     outcome = await executor.execute(task, run, None)
@@ -35,7 +35,7 @@ async def test_gives_up_after_max_attempts(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(503, b"busy"))
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -51,7 +51,7 @@ async def test_no_retry_on_a_client_error(
     executor: HttpExecutor, recording_target: RecordingTarget, status: int
 ) -> None:
     recording_target.respond("/", Response(status), Response(200))
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -65,7 +65,7 @@ async def test_no_retry_on_a_client_error(
 
 async def test_retries_a_429(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
     recording_target.respond("/", Response(429), Response(200))
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -74,7 +74,7 @@ async def test_retries_a_429(executor: HttpExecutor, recording_target: Recording
 
 async def test_retries_a_timeout(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
     recording_target.respond("/", Response(delay=5), Response(200))
-    task = make_task(recording_target.url("/"), timeout_seconds=0.3, retry=FAST_RETRY)
+    task = http_task(recording_target.url("/"), timeout_seconds=0.3, retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -83,7 +83,7 @@ async def test_retries_a_timeout(executor: HttpExecutor, recording_target: Recor
 
 async def test_retries_a_refused_connection(executor: HttpExecutor) -> None:
     port = closed_port()
-    task = make_task(f"http://127.0.0.1:{port}/", retry=FAST_RETRY)
+    task = http_task(f"http://127.0.0.1:{port}/", retry=FAST_RETRY)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -96,7 +96,7 @@ async def test_retry_after_overrides_the_backoff(
 ) -> None:
     recording_target.respond("/", Response(503, headers={"Retry-After": "0"}), Response(200))
     retry = {"max_attempts": 2, "backoff_seconds": 30, "max_backoff_seconds": 60}
-    task = make_task(recording_target.url("/"), retry=retry)
+    task = http_task(recording_target.url("/"), retry=retry)
 
     started = time.monotonic()
     outcome = await executor.execute(task, make_run(task), None)
@@ -110,7 +110,7 @@ async def test_retry_after_is_capped_by_max_backoff(
 ) -> None:
     recording_target.respond("/", Response(429, headers={"Retry-After": "3600"}), Response(200))
     retry = {"max_attempts": 2, "backoff_seconds": 0.01, "max_backoff_seconds": 0.3}
-    task = make_task(recording_target.url("/"), retry=retry)
+    task = http_task(recording_target.url("/"), retry=retry)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -124,7 +124,7 @@ async def test_backoff_doubles_between_attempts(
 ) -> None:
     recording_target.respond("/", Response(500))
     retry = {"max_attempts": 3, "backoff_seconds": 0.1, "max_backoff_seconds": 1}
-    task = make_task(recording_target.url("/"), retry=retry)
+    task = http_task(recording_target.url("/"), retry=retry)
 
     await executor.execute(task, make_run(task), None)
 

@@ -11,7 +11,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import InvalidSigningSecret, Signer, parse_signing_secrets
-from tests.adapters.http.builders import FAST_RETRY, make_run, make_task
+from tests.adapters.http.builders import FAST_RETRY, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import Recorded, RecordingTarget, Response
 
@@ -32,7 +32,7 @@ async def test_a_signed_call_verifies_with_a_standard_webhooks_library(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = signed_executor(make_executor, OLD)
-    task = make_task(recording_target.url("/"), body={"report": "nightly", "ü": "é"})
+    task = http_task(recording_target.url("/"), body={"report": "nightly", "ü": "é"})
     run = make_run(task)
 
     before = int(time.time())
@@ -50,7 +50,7 @@ async def test_a_tampered_body_does_not_verify(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = signed_executor(make_executor, OLD)
-    task = make_task(recording_target.url("/"), body={"amount": 1})
+    task = http_task(recording_target.url("/"), body={"amount": 1})
     await executor.execute(task, make_run(task), None)
 
     received = recording_target.received()[0]
@@ -62,7 +62,7 @@ async def test_several_secrets_sign_with_each_for_a_rotation(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = signed_executor(make_executor, f"{OLD} {NEW}")
-    task = make_task(recording_target.url("/"), body=[1, 2])
+    task = http_task(recording_target.url("/"), body=[1, 2])
     await executor.execute(task, make_run(task), None)
 
     received = recording_target.received()[0]
@@ -75,7 +75,7 @@ async def test_a_call_without_a_body_is_signed_over_the_empty_body(
     make_executor: MakeExecutor, recording_target: RecordingTarget, method: str
 ) -> None:
     executor = signed_executor(make_executor, OLD)
-    task = make_task(recording_target.url("/"), method=method)
+    task = http_task(recording_target.url("/"), method=method)
     await executor.execute(task, make_run(task), None)
 
     received = recording_target.received()[0]
@@ -87,7 +87,7 @@ async def test_a_rendered_template_body_is_signed_as_sent(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
     executor = signed_executor(make_executor, OLD)
-    task = make_task(recording_target.url("/"), template=True, body={"for": "{{ scheduled_for }}"})
+    task = http_task(recording_target.url("/"), template=True, body={"for": "{{ scheduled_for }}"})
     await executor.execute(task, make_run(task), None)
 
     assert verify(OLD, recording_target.received()[0]) == {"for": "2026-03-09T06:30:00Z"}
@@ -98,7 +98,7 @@ async def test_every_attempt_has_the_same_id_and_a_signature_of_its_own(
 ) -> None:
     recording_target.respond("/", Response(503), Response(503), Response(200))
     executor = signed_executor(make_executor, OLD)
-    task = make_task(recording_target.url("/"), retry=FAST_RETRY, body={"n": 1})
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY, body={"n": 1})
     await executor.execute(task, make_run(task), None)
 
     attempts = recording_target.received()
@@ -111,7 +111,7 @@ async def test_every_attempt_has_the_same_id_and_a_signature_of_its_own(
 async def test_without_a_secret_nothing_is_signed(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
     await executor.execute(task, make_run(task), None)
 
     headers = {name.lower() for name in recording_target.received()[0].headers}
@@ -122,7 +122,7 @@ async def test_a_dry_run_shows_no_signature_that_could_be_replayed(
     make_executor: MakeExecutor,
 ) -> None:
     executor = signed_executor(make_executor, OLD)
-    task = make_task("http://reports.test/", body={"a": 1})
+    task = http_task("http://reports.test/", body={"a": 1})
     run = make_run(task)
 
     rendered = await executor.render(task, run, None, redact=True)

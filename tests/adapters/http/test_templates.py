@@ -10,14 +10,14 @@ from adapters.http import HttpExecutor
 from domain.errors import InvalidRequest
 from domain.runs import RunStatus
 from domain.tasks import HttpTarget
-from tests.adapters.http.builders import T0, make_run, make_task
+from tests.adapters.http.builders import T0, http_task, make_run
 from tests.fixtures.target import RecordingTarget
 
 
 async def test_url_headers_and_body_are_rendered(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(
+    task = http_task(
         recording_target.url("/{{ task.name }}?at={{ scheduled_for }}"),
         template=True,
         tags=["reports", "nightly"],
@@ -51,7 +51,7 @@ async def test_url_headers_and_body_are_rendered(
 async def test_last_run_is_null_on_a_first_run_and_now_is_utc(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         template=True,
         body={
@@ -76,7 +76,7 @@ async def test_last_run_is_null_on_a_first_run_and_now_is_utc(
 async def test_the_task_as_json_has_no_internal_fields(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(
+    task = http_task(
         recording_target.url("/"),
         template=True,
         body={"next_fire_at": "{{ 'next_fire_at' in task }}", "next": "{{ task.next_run_at }}"},
@@ -93,7 +93,7 @@ async def test_the_task_as_json_has_no_internal_fields(
 async def test_without_template_strings_are_sent_as_written(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
-    task = make_task(recording_target.url("/"), body={"raw": "{{ task.name }}"})
+    task = http_task(recording_target.url("/"), body={"raw": "{{ task.name }}"})
 
     await executor.execute(task, make_run(task), None)
 
@@ -142,7 +142,7 @@ async def test_a_render_failure_fails_the_run_without_a_call(
     field: str,
     detail: str,
 ) -> None:
-    task = make_task(recording_target.url("/"), template=True, **target)
+    task = http_task(recording_target.url("/"), template=True, **target)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -155,7 +155,7 @@ async def test_a_render_failure_fails_the_run_without_a_call(
 
 
 async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -> None:
-    task = make_task("http://{{ '' }}/", template=True)
+    task = http_task("http://{{ '' }}/", template=True)
 
     outcome = await executor.execute(task, make_run(task), None)
 

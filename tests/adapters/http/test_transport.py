@@ -19,7 +19,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings, OutboundDenied, Ou
 from adapters.http.guard import ResolutionFailed
 from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FakeResolver, make_run, make_task
+from tests.adapters.http.builders import FakeResolver, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -99,7 +99,7 @@ async def server() -> AsyncIterator[ScriptedServer]:
 async def test_one_connection_serves_calls_one_after_another(
     executor: HttpExecutor, server: ScriptedServer
 ) -> None:
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     for _ in range(3):
         outcome = await executor.execute(task, make_run(task), None)
@@ -113,7 +113,7 @@ async def test_max_connections_bounds_concurrent_calls(
 ) -> None:
     server.delay = 0.05
     executor = make_executor(HttpExecutorSettings(max_connections=2))
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = await asyncio.gather(
         *(executor.execute(task, make_run(task), None) for _ in range(6))
@@ -130,8 +130,8 @@ async def test_a_call_waiting_for_a_connection_times_out(
 ) -> None:
     server.delay = 1.0
     executor = make_executor(HttpExecutorSettings(max_connections=1))
-    slow = make_task(server.url())
-    impatient = make_task(server.url(), timeout_seconds=0.2)
+    slow = http_task(server.url())
+    impatient = http_task(server.url(), timeout_seconds=0.2)
 
     first = asyncio.create_task(executor.execute(slow, make_run(slow), None))
     await asyncio.sleep(0.05)
@@ -146,7 +146,7 @@ async def test_a_cancelled_call_frees_its_connection(
 ) -> None:
     server.delay = 10.0
     executor = make_executor(HttpExecutorSettings(max_connections=1))
-    task = make_task(server.url())
+    task = http_task(server.url())
     call = asyncio.create_task(executor.execute(task, make_run(task), None))
     while not server.requests:
         await asyncio.sleep(0.01)
@@ -167,7 +167,7 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(
     # The server closes each connection after answering, without saying so.
     server.answer = lambda _: (OK, True)
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     first = await executor.execute(task, make_run(task), None)
     await asyncio.sleep(0.05)  # the close arrives
@@ -185,7 +185,7 @@ async def test_connection_close_answers(
         True,
     )
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = [await executor.execute(task, make_run(task), None) for _ in range(3)]
 
@@ -202,7 +202,7 @@ async def test_a_chunked_answer_and_the_connection_is_kept(
         False,
     )
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
 
@@ -215,7 +215,7 @@ async def test_an_answer_that_ends_with_the_connection(
 ) -> None:
     server.answer = lambda _: (b"HTTP/1.0 200 OK\r\n\r\nuntil the end", True)
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -227,7 +227,7 @@ async def test_a_server_that_hangs_up_without_answering(
 ) -> None:
     server.answer = lambda _: (b"", True)
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -240,7 +240,7 @@ async def test_a_server_that_hangs_up_without_answering(
 async def test_a_malformed_answer(make_executor: MakeExecutor, server: ScriptedServer) -> None:
     server.answer = lambda _: (b"NOT HTTP AT ALL\r\n\r\n", True)
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -257,7 +257,7 @@ async def test_a_large_answer_is_read_only_up_to_the_excerpt(
         False,
     )
     executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=10))
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
 
@@ -275,7 +275,7 @@ async def test_the_arrived_rest_of_an_answer_is_skipped_and_the_connection_kept(
         False,
     )
     executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=10))
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = []
     for _ in range(4):
@@ -306,7 +306,7 @@ async def test_an_idle_connection_gives_way_to_another_origin(
     await other.start()
     try:
         executor = make_executor(HttpExecutorSettings(max_connections=1))
-        here, there = make_task(server.url()), make_task(other.url(), timeout_seconds=1)
+        here, there = http_task(server.url()), http_task(other.url(), timeout_seconds=1)
 
         assert (await executor.execute(here, make_run(here), None)).error is None
         assert (await executor.execute(there, make_run(there), None)).error is None
@@ -321,7 +321,7 @@ async def test_a_request_goes_out_in_one_piece(
     make_executor: MakeExecutor, server: ScriptedServer
 ) -> None:
     executor = make_executor()
-    task = make_task(server.url("/run"), headers={"X-Team": "data"}, body={"n": 1})
+    task = http_task(server.url("/run"), headers={"X-Team": "data"}, body={"n": 1})
 
     await executor.execute(task, make_run(task), None)
 
@@ -335,7 +335,7 @@ async def test_cookies_are_not_kept_between_calls(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(200, b"ok", {"Set-Cookie": "session=abc; Path=/"}))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     for _ in range(2):
         await executor.execute(task, make_run(task), None)
@@ -352,7 +352,7 @@ async def test_new_connections_to_a_name_ask_dns_once(
     server.answer = lambda _: (CLOSE, True)  # a new connection for every call
     resolver = FakeResolver({"target.test": ["127.0.0.1"]})
     executor = make_executor(resolver=resolver)
-    task = make_task(f"http://target.test:{server.port}/")
+    task = http_task(f"http://target.test:{server.port}/")
 
     for _ in range(3):
         assert (await executor.execute(task, make_run(task), None)).error is None
@@ -367,7 +367,7 @@ async def test_without_the_cache_every_connection_asks_dns(
     server.answer = lambda _: (CLOSE, True)
     resolver = FakeResolver({"target.test": ["127.0.0.1"]})
     executor = make_executor(HttpExecutorSettings(dns_cache_seconds=0), resolver=resolver)
-    task = make_task(f"http://target.test:{server.port}/")
+    task = http_task(f"http://target.test:{server.port}/")
 
     for _ in range(2):
         assert (await executor.execute(task, make_run(task), None)).error is None

@@ -9,30 +9,25 @@ from uuid import uuid4
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.ports import TaskFilter
-from domain.claims import scheduled
 from domain.runs import Run, RunStatus
-from domain.tasks import BearerAuth, HttpTarget, Task
+from domain.tasks import BearerAuth, HttpTarget
 from domain.triggers import IntervalTrigger
+from tests.fixtures.tasks import make_task
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
-def make_task(**fields: object) -> Task:
-    task = Task(
-        id=uuid4(),
-        name=f"task-{uuid4().hex[:8]}",
-        trigger=IntervalTrigger(every=1, anchor=T0),
-        target=HttpTarget(url="http://127.0.0.1:9/", headers={"X-A": "1"}, body={"k": [1]}),
-        created_at=T0,
-        updated_at=T0,
-        **fields,
-    )
-    return scheduled(task, T0)
+EVERY_SECOND = IntervalTrigger(every=1)
+
+
+def target() -> HttpTarget:
+    """A target of its own for each task, with headers and a body to copy (or share)."""
+    return HttpTarget(url="http://127.0.0.1:9/", headers={"X-A": "1"}, body={"k": [1]})
 
 
 async def test_callers_never_share_state_with_the_store() -> None:
     store = InMemoryTaskStore()
-    task = make_task()
+    task = make_task(EVERY_SECOND, target=target())
     created = await store.create_task(task)
     task.target.headers["X-A"] = "changed"
     created.target.headers["X-B"] = "added"
@@ -49,7 +44,9 @@ async def test_callers_never_share_state_with_the_store() -> None:
 
 async def test_concurrent_claimers_never_share_an_occurrence() -> None:
     store = InMemoryTaskStore()
-    tasks = [make_task(max_running_instances=1000) for _ in range(50)]
+    tasks = [
+        make_task(EVERY_SECOND, target=target(), max_running_instances=1000) for _ in range(50)
+    ]
     for task in tasks:
         await store.create_task(task)
     seen: list[tuple[object, datetime]] = []
@@ -67,7 +64,7 @@ async def test_a_closed_waker_is_not_woken_until_started_again() -> None:
     store = InMemoryTaskStore()
     waker = store.new_waker()
     await waker.close()
-    await store.create_task(make_task())
+    await store.create_task(make_task(EVERY_SECOND, target=target()))
     waiting = asyncio.create_task(waker.wait())
     await asyncio.sleep(0.01)
     assert not waiting.done()
@@ -79,7 +76,7 @@ async def test_a_closed_waker_is_not_woken_until_started_again() -> None:
 async def test_noop_executor_succeeds_and_renders_without_io() -> None:
     clock = FakeClock(T0)
     executor = NoopExecutor(clock)
-    task = make_task().model_copy(
+    task = make_task(EVERY_SECOND, target=target()).model_copy(
         update={"target": HttpTarget(url="http://x.test/", auth=BearerAuth(token_env="NOPE"))}
     )
     run = Run(

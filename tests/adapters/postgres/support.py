@@ -4,35 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import uuid4
 
 import psycopg
 from psycopg import sql
 
-from domain.claims import scheduled
-from domain.tasks import HttpTarget, Task
-from domain.triggers import IntervalTrigger, Trigger
 from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 MINUTE = timedelta(minutes=1)
-
-
-def make_task(
-    trigger: Trigger | None = None, *, now: datetime = T0, timeout: float = 30, **fields: Any
-) -> Task:
-    """A task as the use cases create it: due at its first fire time at or after `now`."""
-    fields.setdefault("name", f"task-{uuid4().hex[:10]}")
-    task = Task(
-        id=uuid4(),
-        trigger=trigger or IntervalTrigger(every=60, anchor=now),
-        target=HttpTarget(url="http://127.0.0.1:9/hook", timeout_seconds=timeout),
-        created_at=now,
-        updated_at=now,
-        **fields,
-    )
-    return scheduled(task, now)
 
 
 async def query(url: str, statement: str, schema: str, *params: Any) -> list[tuple[Any, ...]]:

@@ -14,8 +14,9 @@ from adapters.postgres import PostgresTaskStore, create_pool
 from domain.calendars import CalendarRef, StoredCalendar
 from domain.claims import scheduled
 from domain.triggers import CronTrigger
-from tests.adapters.postgres.support import T0, make_task, round_trips
+from tests.adapters.postgres.support import T0, round_trips
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
 HOURLY = CronTrigger(expression="0 * * * *", calendar=CalendarRef(name="closures"))

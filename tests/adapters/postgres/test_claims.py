@@ -16,15 +16,10 @@ from domain.claims import run_instant
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 from domain.triggers import CronTrigger, IntervalTrigger
-from tests.adapters.postgres.support import (
-    MINUTE,
-    SECOND,
-    T0,
-    make_task,
-    query,
-    round_trips,
-)
+from tests.adapters.postgres.support import MINUTE, SECOND, T0, query, round_trips
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
 
@@ -173,8 +168,8 @@ async def test_finishing_deletes_the_lease(postgres_backend: PostgresBackend) ->
     one, other = await stores(postgres_backend, 2)
     await one.create_task(make_task())
     [run] = await drain(one, T0, 10, "one")
-    finished = await one.finish_run(
-        run.id, RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, finished_at=T0 + SECOND)
+    finished = await finish_one(
+        one, run.id, RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, finished_at=T0 + SECOND)
     )
     assert finished.status is RunStatus.SUCCEEDED
     leases = await query(

@@ -12,8 +12,10 @@ import pytest
 from adapters.postgres import PostgresTaskStore
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import Notify
-from tests.adapters.postgres.support import MINUTE, SECOND, T0, make_task, query
+from tests.adapters.postgres.support import MINUTE, SECOND, T0, query
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
 
@@ -66,12 +68,12 @@ async def test_an_outcome_whose_event_fails_is_rolled_back(
     [claimed] = await postgres_store.claim_due(T0, 10, "r1")  # a running run raises nothing
     failure = RunOutcome(status=RunStatus.FAILED, attempts=1, error="HTTP 500", finished_at=T0)
     with pytest.raises(psycopg.errors.RaiseException):
-        await postgres_store.finish_run(claimed.run.id, failure)
+        await finish_one(postgres_store, claimed.run.id, failure)
     assert (await postgres_store.get_run(claimed.run.id)).status is RunStatus.RUNNING
     assert (await postgres_store.get_task(task.id)).enabled is True
 
     await query(postgres_backend.url, refusing, postgres_backend.schema)
-    assert (await postgres_store.finish_run(claimed.run.id, failure)).status is RunStatus.FAILED
+    assert (await finish_one(postgres_store, claimed.run.id, failure)).status is RunStatus.FAILED
     assert (await postgres_store.get_task(task.id)).enabled is False
     assert await count(postgres_backend, "events") == 2  # run.failed, task.auto_paused
 

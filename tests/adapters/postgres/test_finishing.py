@@ -13,8 +13,10 @@ import pytest
 from adapters.postgres import PostgresTaskStore, create_pool
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.triggers import IntervalTrigger
-from tests.adapters.postgres.support import SECOND, T0, make_task, query, round_trips
+from tests.adapters.postgres.support import SECOND, T0, query, round_trips
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
 
@@ -106,7 +108,7 @@ async def test_successes_leave_a_task_without_failures_unwritten(
     calm = await store.create_task(make_task())
     shaky = await store.create_task(make_task())
     first = {c.task.id: c.run for c in await store.claim_due(T0, 10, "r")}
-    await store.finish_run(first[shaky.id].id, ended(RunStatus.FAILED))
+    await finish_one(store, first[shaky.id].id, ended(RunStatus.FAILED))
     statement = "SELECT id, xmin::text FROM {schema}.tasks"
     before = dict(await query(postgres_backend.url, statement, postgres_backend.schema))
     runs = {c.task.id: c.run for c in await store.claim_due(T0 + 60 * SECOND, 10, "r")}

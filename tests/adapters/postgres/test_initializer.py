@@ -16,8 +16,9 @@ from adapters.postgres.initializer import initialize_sync
 from adapters.postgres.queries import RUN_COLUMNS, TASK_COLUMNS
 from adapters.postgres.schemata import parse_schemata, read_schemata
 from domain.errors import StoreUnavailable
-from tests.adapters.postgres.support import T0, make_task, query
+from tests.adapters.postgres.support import T0, query
 from tests.fixtures.postgres import drop_schema
+from tests.fixtures.tasks import make_task
 
 ROOT_FILE = Path(__file__).resolve().parents[3] / "schemata.toml"
 

@@ -20,8 +20,10 @@ from adapters.postgres.store import channels
 from application.ports import RunPageKey, TaskFilter, TaskPageKey
 from domain.errors import RunNotRunning, VersionConflict
 from domain.runs import RunOutcome, RunStatus
-from tests.adapters.postgres.support import MINUTE, SECOND, T0, make_task, query
+from tests.adapters.postgres.support import MINUTE, SECOND, T0, query
 from tests.fixtures.postgres import PostgresBackend, drop_schema
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
 
@@ -79,8 +81,8 @@ async def test_a_cancel_request_is_written_to_the_lease_and_notified(
         run.id,
     )
     assert rows == [(True,)]
-    await postgres_store.finish_run(
-        run.id, RunOutcome(status=RunStatus.CANCELLED, finished_at=T0 + SECOND)
+    await finish_one(
+        postgres_store, run.id, RunOutcome(status=RunStatus.CANCELLED, finished_at=T0 + SECOND)
     )
     with pytest.raises(RunNotRunning):
         await postgres_store.request_cancel(run.id)
@@ -93,8 +95,10 @@ async def test_pausing_after_failures_notifies(
     task = await postgres_store.create_task(make_task(pause_after_failures=1))
     await listener.next()
     [claimed] = await postgres_store.claim_due(T0, 10, "r")
-    await postgres_store.finish_run(
-        claimed.run.id, RunOutcome(status=RunStatus.FAILED, error="x", finished_at=T0)
+    await finish_one(
+        postgres_store,
+        claimed.run.id,
+        RunOutcome(status=RunStatus.FAILED, error="x", finished_at=T0),
     )
     assert await listener.next() == (postgres_store.tasks_channel, str(task.id))
     paused = await postgres_store.get_task(task.id)
@@ -209,8 +213,8 @@ async def test_deleting_a_task_drops_its_leases_and_a_late_finish_is_tolerated(
         postgres_backend.url, "SELECT count(*) FROM {schema}.run_leases", postgres_backend.schema
     )
     assert leases == [(0,)]
-    finished = await postgres_store.finish_run(
-        claimed.run.id, RunOutcome(status=RunStatus.FAILED, finished_at=T0 + SECOND)
+    finished = await finish_one(
+        postgres_store, claimed.run.id, RunOutcome(status=RunStatus.FAILED, finished_at=T0 + SECOND)
     )
     assert finished.status is RunStatus.FAILED
 

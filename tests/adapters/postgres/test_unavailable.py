@@ -11,13 +11,9 @@ from adapters.postgres import PostgresTaskStore, create_pool
 from adapters.postgres.claiming import lease_lock_key
 from domain.errors import StoreUnavailable
 from domain.runs import RunStatus
-from tests.adapters.postgres.support import (
-    T0,
-    kill_idle_connections,
-    make_task,
-    query,
-)
+from tests.adapters.postgres.support import T0, kill_idle_connections, query
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.postgres

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from adapters.postgres import PostgresTaskStore, PostgresWaker
-from tests.adapters.postgres.support import make_task
 from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.postgres
