@@ -9,7 +9,7 @@ import gzip
 
 from adapters.http import HttpExecutor
 from domain.runs import RunStatus
-from tests.adapters.http.builders import make_run, make_task
+from tests.adapters.http.builders import http_task, make_run
 from tests.fixtures.target import RecordingTarget, Response
 
 
@@ -18,7 +18,7 @@ async def test_a_compressed_answer_is_excerpted_decoded(
 ) -> None:
     body = gzip.compress(b'{"report": "done"}')
     recording_target.respond("/", Response(200, body, headers={"Content-Encoding": "gzip"}))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -30,7 +30,7 @@ async def test_a_url_with_user_and_password_is_called_with_basic_auth(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     url = recording_target.url("/").replace("http://", "http://reporter:s3cret@")
-    task = make_task(url)
+    task = http_task(url)
 
     outcome = await executor.execute(task, make_run(task), None)
 
@@ -44,7 +44,7 @@ async def test_an_error_answer_names_its_status_and_reason(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(404, b"no such report"))
-    task = make_task(recording_target.url("/"))
+    task = http_task(recording_target.url("/"))
 
     outcome = await executor.execute(task, make_run(task), None)
 
