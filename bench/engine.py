@@ -19,7 +19,10 @@ clock. One figure per line, `name value`.
     python bench/engine.py [--url URL] [--scenario burst,steady,idle] [--burst 10000]
         [--steady 1000] [--idle 100000] [--seconds 30]
 
-`--scenario` also takes burst_noop and burst_http, one half of the burst each. The load
+`--scenario` also takes burst_noop and burst_http, one half of the burst each, and
+burst_failing: the HTTP burst against a target that always fails, without and then
+with `notify` on every task (a `run.failed` event per run, delivered by an event
+sender on the same replica meanwhile), for what events cost the claim path. The load
 average (1 minute) is printed at the start and the end: other work on the machine moves
 every figure.
 """
@@ -56,9 +59,10 @@ from adapters.memory import NoopExecutor
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool, initialize
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
+from application.events import EventSender
 from application.ports import Executor
 from domain.runs import ClaimedRun, Run
-from domain.tasks import HttpTarget
+from domain.tasks import HttpTarget, Notify
 from domain.triggers import IntervalTrigger
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -95,20 +99,26 @@ class _Recorder:
         self.keys: list[str] = []
         self.received: list[float] = []
         self.scheduled: list[float] = []
+        self.events = 0
 
-    def handle(self, path: str, headers: dict[str, str]) -> bytes:
+    def handle(self, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        """The status and body of the answer: 200, or 500 under `/fail` (a target that
+        always fails); `/events` receives events (counted apart from calls)."""
         if path.startswith("/_reset"):
             self.reset()
-            return b"{}"
+            return 200, b"{}"
         if path.startswith("/_stats"):
             query = dict(p.split("=", 1) for p in path.partition("?")[2].split("&") if p)
-            return json.dumps(self.stats(query)).encode()
+            return 200, json.dumps(self.stats(query)).encode()
+        if path.startswith("/events"):
+            self.events += 1
+            return 200, b"ok"
         now = time.time()
         scheduled = headers.get("x-scheduler-scheduled-for", "")
         self.keys.append(headers.get("idempotency-key", ""))
         self.received.append(now)
         self.scheduled.append(datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp())
-        return b"ok"
+        return (500, b"failing") if path.startswith("/fail") else (200, b"ok")
 
     def stats(self, query: dict[str, str]) -> dict[str, float]:
         since = float(query.get("since", "-inf"))
@@ -123,11 +133,12 @@ class _Recorder:
             "last_received": max((r for r, _ in picked), default=float("nan")),
             "lateness_p50": percentile(lateness, 0.5),
             "lateness_p99": percentile(lateness, 0.99),
+            "events": self.events,
         }
 
 
 class _Connection(asyncio.Protocol):
-    """A minimal HTTP/1.1 keep-alive server: every request answers 200 at once."""
+    """A minimal HTTP/1.1 keep-alive server: every request is answered at once."""
 
     def __init__(self, recorder: _Recorder) -> None:
         self.recorder = recorder
@@ -150,8 +161,9 @@ class _Connection(asyncio.Protocol):
             if len(self.buffer) < end + 4 + length:
                 return
             self.buffer = self.buffer[end + 4 + length :]
-            body = self.recorder.handle(lines[0].split(" ")[1], headers)
-            head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+            status, body = self.recorder.handle(lines[0].split(" ")[1], headers)
+            reason = b"OK" if status == 200 else b"Internal Server Error"
+            head = b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n" % (status, reason, len(body))
             assert self.transport is not None
             self.transport.write(head + body)
 
@@ -349,12 +361,23 @@ def run_replicas(
 # -- scenarios ----------------------------------------------------------------------
 
 
-def burst(url: str, count: int, http: bool, target: Any) -> None:
+def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None = None) -> None:
+    """`notify` None: the target answers 200; False: it always fails (500), and True:
+    it always fails and every task has `notify`, so each run also writes a `run.failed`
+    event, which an event sender on the same replica delivers meanwhile."""
     label = "burst_http" if http else "burst_noop"
+    if notify is not None:
+        label = "burst_failing_notify" if notify else "burst_failing"
     fresh_schema(url)
     target.reset()
     due = datetime.fromtimestamp(int(time.time()) + 3, UTC)
-    fill(url, count, 3600, due, target.url("/hook"))
+    fill(url, count, 3600, due, target.url("/hook" if notify is None else "/fail"))
+    if notify:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("UPDATE {}.tasks SET notify = %s").format(sql.Identifier(SCHEMA)),
+                [Jsonb(Notify(url=target.url("/events")).model_dump(mode="json"))],
+            )
     observer = StartTimes()
     executor: Executor = HttpExecutor() if http else NoopExecutor()
 
@@ -362,8 +385,9 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
         pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
         await pool.open(wait=True)
         waker = PostgresWaker(url, SCHEMA)
+        store = PostgresTaskStore(pool, SCHEMA)
         engine = TriggerLoop(
-            PostgresTaskStore(pool, SCHEMA),
+            store,
             waker,
             executor,
             SystemClock(),
@@ -371,6 +395,10 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
             observer,
         )
         await engine.start()
+        sender = None
+        if notify and isinstance(executor, HttpExecutor):
+            sender = EventSender(store.outbox, executor, SystemClock())
+            await sender.start()
         finished_at = time.time() + 300
         while time.time() < finished_at:
             await asyncio.sleep(0.05)
@@ -381,6 +409,8 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
                 finished_at = time.time()
                 break
         await engine.stop()
+        if sender is not None:
+            await sender.stop()
         await executor.close()
         await waker.close()
         await pool.close()
@@ -397,6 +427,8 @@ def burst(url: str, count: int, http: bool, target: Any) -> None:
         figure(f"{label}_lateness_p99_seconds", stats["lateness_p99"])
         figure(f"{label}_deliveries", stats["requests"])
         figure(f"{label}_duplicates", stats["duplicates"])
+        if notify:
+            figure(f"{label}_events_delivered", stats["events"])
     else:
         lateness = [t - start for t in observer.started]
         figure(f"{label}_all_fired_seconds", max(lateness))
@@ -471,6 +503,9 @@ def main() -> None:
             burst(url, args.burst, False, target)
         if scenarios & {"burst", "burst_http"}:
             burst(url, args.burst, True, target)
+        if "burst_failing" in scenarios:  # events: the same burst with and without notify
+            burst(url, args.burst, True, target, notify=False)
+            burst(url, args.burst, True, target, notify=True)
         if "steady" in scenarios:
             for replicas in (1, 3):
                 steady(url, args.steady, replicas, args.seconds, target)
