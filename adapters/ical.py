@@ -26,8 +26,11 @@ def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
     """The calendar `text` describes, named `name`. Raises InvalidRequest."""
     try:
         parsed = icalendar.Calendar.from_ical(text)
-    except ValueError as exc:
-        raise _unparsable(text, field, str(exc)) from None
+    # Malformed text makes the library raise more than ValueError (an AttributeError for
+    # a VTIMEZONE without a TZID, for one): whatever it raises while parsing, the body
+    # does not parse.
+    except Exception as exc:
+        raise _unparsable(text, field, str(exc) or type(exc).__name__) from None
     # The library keeps going past a bad line inside a component and records it there.
     for component in parsed.walk():
         for _, problem in component.errors:
@@ -104,6 +107,6 @@ def _bad_line(text: str) -> int | None:
 def _parses(line: str) -> bool:
     try:
         Contentline(line).parts()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
-    except ValueError:
+    except Exception:
         return False
     return True

@@ -64,3 +64,17 @@ def test_recurrences_other_than_yearly_are_refused() -> None:
     body = HOLIDAYS.replace("RRULE:FREQ=YEARLY", "RRULE:FREQ=WEEKLY;BYDAY=MO")
     with pytest.raises(InvalidRequest, match="only RRULE:FREQ=YEARLY"):
         calendar_from_ics("office", body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "BEGIN:\r\nTZID:\r\nEND:VTIMEZONE",  # the library raised AttributeError on it
+        "hello, calendar",
+    ],
+)
+def test_whatever_the_library_raises_on_garbage_is_a_problem_with_the_body(body: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        calendar_from_ics("office", body)
+    assert caught.value.field == "body"
+    assert "does not parse as iCalendar" in caught.value.message
