@@ -90,9 +90,9 @@ class TaskStore(Protocol):
 
         With `reschedule`, also write `next_fire_at`, `next_run_at` and
         `consecutive_failures` from `task`; without it the stored values stay (a claim may
-        have advanced them meanwhile). When `task` may no longer keep a queue
-        (`domain.overlap.keeps_queue`: paused, or overlap skip), its queued runs are
-        cancelled in the same transaction. Raises TaskNotFound, VersionConflict,
+        have advanced them meanwhile). The queued runs `domain.overlap.dropped_queue`
+        names (paused: every one; overlap skip: the task's own, not its backfills')
+        are cancelled in the same transaction. Raises TaskNotFound, VersionConflict,
         DuplicateTaskName.
         """
         ...

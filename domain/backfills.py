@@ -17,7 +17,7 @@ from uuid import UUID
 
 from domain.claims import new_run
 from domain.errors import InvalidRequest
-from domain.overlap import Placement, SlotPlan, Slots, keeps_queue, plan
+from domain.overlap import MAX_QUEUED, Placement, SlotPlan, Slots, plan
 from domain.runs import ClaimedRun, Run, RunStatus
 from domain.tasks import Task
 from domain.triggers import Calendars, fire_times
@@ -70,16 +70,21 @@ def missing(occurrences: Iterable[datetime], succeeded: Iterable[datetime]) -> l
 
 
 def check_overlap(task: Task, overlap: BackfillOverlap) -> None:
-    """A paused task, or one on `overlap: "skip"`, keeps no queue
-    (`domain.overlap.keeps_queue`), so backfilled runs could not wait in it: only
-    `allow_all` backfills such a task."""
-    if overlap == "buffer_all" and not keeps_queue(task):
-        why = "is paused" if not task.enabled else 'has overlap "skip"'
+    """A backfill's runs wait under the backfill's own overlap, whatever the task's
+    (`domain.overlap.dropped_queue`), but a paused task keeps no queued run at all (its
+    pause cancelled them, a run ending cancels what is left): only `allow_all`
+    backfills it."""
+    if overlap == "buffer_all" and not task.enabled:
         raise InvalidRequest(
             "overlap",
-            f'the task {why}, so it keeps no queue: backfill it with "allow_all", or'
-            ' resume it / set its overlap to "buffer_all" first',
+            'the task is paused, so it keeps no queue: backfill it with "allow_all",'
+            " or resume it first",
         )
+
+
+# A backfill counts the task's queue this far, whatever the task's own overlap: with
+# `buffer_all` it queues behind at most MAX_QUEUED runs (`domain.overlap.place`).
+BACKFILL_QUEUE_BOUND = MAX_QUEUED
 
 
 def backfill_plan(overlap: BackfillOverlap, slots: Slots, count: int) -> SlotPlan:

@@ -146,15 +146,37 @@ def cancelled_fields(now: datetime, error: str) -> dict[str, Any]:
     return {"status": RunStatus.CANCELLED, "finished_at": truncate(now), "error": error}
 
 
-def keeps_queue(task: Task) -> bool:
-    """Whether `task` (as written by an update) may keep runs queued: a paused task,
-    or one whose overlap no longer queues, has them cancelled in the same write."""
-    return task.enabled and task.overlap != "skip"
+@dataclass(frozen=True, slots=True)
+class QueueDrop:
+    """Which queued runs of a task a write cancels uncalled, with the error they record:
+    every one (`backfilled`: those of its backfills too), or only the task's own."""
+
+    error: str
+    backfilled: bool
 
 
-def dropped_queue_error(task: Task) -> str:
-    """Why an update cancelled the task's queued runs (see `keeps_queue`)."""
-    return CANCELLED_BY_PAUSE if not task.enabled else CANCELLED_BY_POLICY
+# A deleted task's queue goes whole, backfilled runs and all.
+DELETED = QueueDrop(CANCELLED_BY_DELETE, backfilled=True)
+
+
+def dropped_queue(task: Task) -> QueueDrop | None:
+    """What becomes of the queued runs of `task` (as written by an update), None: they
+    stay. A paused task keeps none. A task whose own overlap no longer queues (`skip`)
+    loses its own queued runs but keeps those of its backfills: a backfill's runs wait
+    under the backfill's overlap, whatever the task's (docs/policies.md, "Backfill")."""
+    if not task.enabled:
+        return QueueDrop(CANCELLED_BY_PAUSE, backfilled=True)
+    if task.overlap == "skip":
+        return QueueDrop(CANCELLED_BY_POLICY, backfilled=False)
+    return None
+
+
+def claim_reads_queue(task: Task) -> bool:
+    """Whether a claim of `task` reads its queue. One on `skip` keeps no queue of its
+    own: its occurrences start or are skipped by its leases alone (the claim path of a
+    default task reads nothing more), and the runs its backfills queued are started by
+    the slots that free (`startable`, when a run ends or a lease expires)."""
+    return task.overlap != "skip"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from uuid import UUID
 from adapters.memory.slots import Lease, SlotBook
 from adapters.memory.state import copy_task
 from domain.backfills import (
+    BACKFILL_QUEUE_BOUND,
     CANCELLED_BY_BACKFILL,
     STOPPED_BY_BACKFILL,
     Backfill,
@@ -60,7 +61,8 @@ class MemoryBackfills:
             kept = list(occurrences)
             if only_missing:
                 kept = missing(kept, self._succeeded(task_id))
-            slot_plan = backfill_plan(overlap, self._slots.slots(task, now), len(kept))
+            slots = self._slots.slots(task, now, BACKFILL_QUEUE_BOUND)
+            slot_plan = backfill_plan(overlap, slots, len(kept))
             runs = [
                 backfill_run(task, now, replica, placement, at, backfill_id)
                 for at, placement in zip(kept, slot_plan.placements, strict=True)

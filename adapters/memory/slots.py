@@ -18,10 +18,11 @@ from uuid import UUID
 from domain.claims import new_run
 from domain.overlap import (
     Placement,
+    QueueDrop,
     Slots,
     cancelled_fields,
-    dropped_queue_error,
-    keeps_queue,
+    claim_reads_queue,
+    dropped_queue,
     plan,
     queue_count_bound,
     replaced_by,
@@ -64,13 +65,15 @@ class SlotBook:
         held = [r for r, lease in self._leases.items() if _holds(lease, task_id, now)]
         return sorted(held, key=lambda r: (self._runs[r].started_at or self._runs[r].claimed_at, r))
 
-    def slots(self, task: Task, now: datetime) -> Slots:
+    def slots(self, task: Task, now: datetime, bound: int | None = None) -> Slots:
+        """The task's slots, its queue counted up to `bound` (by default
+        `domain.overlap.queue_count_bound`)."""
         held = self.in_flight(task.id, now)
         queued = len(self._queues.get(task.id, ()))
         return Slots(
             limit=task.max_running_instances,
             in_flight=len(held),
-            queued=min(queued, queue_count_bound(task)),
+            queued=min(queued, queue_count_bound(task) if bound is None else bound),
             replaceable=sum(1 for r in held if not self._leases[r].cancel_requested),
         )
 
@@ -97,9 +100,13 @@ class SlotBook:
         self._runs[run_id] = cancelled
         return cancelled
 
-    def cancel_queue(self, task_id: UUID, now: datetime, error: str) -> list[Run]:
-        """Cancel every queued run of the task (paused, deleted, no longer queueing)."""
-        return [self.cancel_queued(r, now, error) for _, r in list(self._queues.get(task_id, []))]
+    def cancel_queue(self, task_id: UUID, now: datetime, drop: QueueDrop) -> list[Run]:
+        """Cancel the queued runs of the task `drop` names (`domain.overlap.dropped_queue`)."""
+        return [
+            self.cancel_queued(r, now, drop.error)
+            for _, r in list(self._queues.get(task_id, []))
+            if drop.backfilled or self._runs[r].backfill_id is None
+        ]
 
     def claim(
         self, task: Task, now: datetime, replica: str, occurrences: Iterable[Occurrence]
@@ -107,7 +114,10 @@ class SlotBook:
         """Carry out the slot plan of one claim: the queued runs started, then the runs
         of `occurrences` as placed, in that order."""
         made = list(occurrences)
-        slot_plan = plan(task.overlap, self.slots(task, now), [o.status for o in made])
+        slots = self.slots(task, now)
+        if not claim_reads_queue(task):  # its own occurrences: by the leases alone
+            slots = Slots(slots.limit, slots.in_flight, 0, slots.replaceable)
+        slot_plan = plan(task.overlap, slots, [o.status for o in made])
         claimed = self.start(task, now, replica, slot_plan.start_queued)
         stoppable = deque(r for r in self.in_flight(task.id, now) if self._stoppable(r))
         waiting = deque(r for _, r in self._queues.get(task.id, []))
@@ -141,14 +151,17 @@ class SlotBook:
 
     def refill(self, tasks: Iterable[Task], now: datetime, replica: str) -> list[ClaimedRun]:
         """Start queued runs in the slots freed on `tasks` (those with a queue); a task
-        that may no longer keep one (paused meanwhile) has it cancelled instead."""
+        that may no longer keep one (`domain.overlap.dropped_queue`: paused meanwhile)
+        has it cancelled instead."""
         started: list[ClaimedRun] = []
         for task in tasks:
             if not self.has_queue(task.id):
                 continue
-            if not keeps_queue(task):
-                self.cancel_queue(task.id, now, dropped_queue_error(task))
-                continue
+            drop = dropped_queue(task)
+            if drop is not None:
+                self.cancel_queue(task.id, now, drop)
+                if drop.backfilled:
+                    continue
             slots = self.slots(task, now)
             started += self.start(task, now, replica, plan(task.overlap, slots, []).start_queued)
         return started

@@ -15,11 +15,7 @@ from domain.errors import (
 )
 from domain.history import changed, created, deleted
 from domain.instants import truncate
-from domain.overlap import (
-    CANCELLED_BY_DELETE,
-    dropped_queue_error,
-    keeps_queue,
-)
+from domain.overlap import DELETED, dropped_queue
 from domain.tasks import Task, TaskSpec
 
 _WRITABLE = tuple(TaskSpec.model_fields)
@@ -73,8 +69,8 @@ class TaskWrites(MemoryStoreBase):
         self._names[updated.name] = updated.id
         self._tasks[updated.id] = updated
         self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
-        if not keeps_queue(updated):
-            self._slots.cancel_queue(updated.id, updated.updated_at, dropped_queue_error(updated))
+        if (drop := dropped_queue(updated)) is not None:
+            self._slots.cancel_queue(updated.id, updated.updated_at, drop)
         return updated
 
     async def delete_task(
@@ -90,7 +86,7 @@ class TaskWrites(MemoryStoreBase):
         self._history.setdefault(task_id, []).append(deleted(task, when, actor))
         del self._tasks[task_id]
         del self._names[task.name]
-        self._slots.cancel_queue(task_id, when, CANCELLED_BY_DELETE)
+        self._slots.cancel_queue(task_id, when, DELETED)
         for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
             del self._leases[run_id]
 

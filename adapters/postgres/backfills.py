@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from adapters.postgres.rows import to_task
 from adapters.postgres.slots import SlotWrites, lock_leases, read_slots
 from domain.backfills import (
+    BACKFILL_QUEUE_BOUND,
     CANCELLED_BY_BACKFILL,
     STOPPED_BY_BACKFILL,
     Backfill,
@@ -123,9 +124,8 @@ class PostgresBackfills:
                 params = {"task_id": task_id, "occurrences": kept}
                 done = await conn.execute(self._sql["succeeded"], params)
                 kept = missing(kept, [at for (at,) in await done.fetchall()])
-            read = (await read_slots(conn, self._q, [(task, task.max_running_instances)], now))[
-                task_id
-            ]
+            heads = [(task, task.max_running_instances)]
+            read = (await read_slots(conn, self._q, heads, now, BACKFILL_QUEUE_BOUND))[task_id]
             slot_plan = backfill_plan(overlap, read.slots, len(kept))
             runs = [
                 backfill_run(task, now, replica, placement, at, backfill_id)

@@ -495,9 +495,11 @@ WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = c.run_id AND r.status = 'queued
 RETURNING {run_columns};
 
 -- cancel_task_queues --
--- Cancel every queued run of these tasks (paused, deleted, no longer queueing).
+-- Cancel the queued runs of these tasks (paused, deleted: every one; no longer queueing:
+-- only the task's own, `backfilled` false, domain.overlap.dropped_queue).
 UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
-WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued';
+WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued'
+  AND (%(backfilled)b::boolean OR backfill_id IS NULL);
 
 -- ask_to_stop --
 -- Ask the replicas running these runs to stop them, each with the error to end with.

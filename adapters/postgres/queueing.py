@@ -16,10 +16,23 @@ from uuid import UUID
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import dict_row
 
-from adapters.postgres.slots import SlotRead, SlotWrites, lock_leases, read_slots, refill
+from adapters.postgres.slots import (
+    SlotRead,
+    SlotWrites,
+    cancel_queues,
+    lock_leases,
+    read_slots,
+    refill,
+)
 from domain.claims import ClaimDecision
 from domain.instants import truncate
-from domain.overlap import CANCELLED_BY_REQUEST, Slots, cancelled_fields
+from domain.overlap import (
+    CANCELLED_BY_REQUEST,
+    QueueDrop,
+    Slots,
+    cancelled_fields,
+    claim_reads_queue,
+)
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 
@@ -43,15 +56,16 @@ class Queues:
         now: datetime,
     ) -> dict[UUID, SlotRead]:
         """The slots of the claimed tasks, under their lease locks: for a task on
-        `overlap: "skip"` only its leases are counted (as before there were queues); one
-        that may queue has its whole `task_slots` read."""
+        `overlap: "skip"` only its leases are counted (`domain.overlap.claim_reads_queue`:
+        as before there were queues); one that may queue has its whole `task_slots`
+        read."""
         calling = []
         queueing = []
         for task, decision in decided:
             if decision is None:
                 continue
             statuses = [e.status for e in decision.earlier] + [decision.status]
-            if task.overlap != "skip":
+            if claim_reads_queue(task):
                 queueing.append((task, task.max_running_instances + len(statuses)))
             elif RunStatus.RUNNING in statuses:
                 calling.append(task.id)
@@ -106,11 +120,14 @@ class Queues:
         return run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
 
     async def drop(
-        self, conn: AsyncConnection[Any], task_ids: list[UUID], error: str, at: datetime | None
+        self,
+        conn: AsyncConnection[Any],
+        task_ids: list[UUID],
+        drop: QueueDrop,
+        at: datetime | None,
     ) -> None:
-        """Cancel every queued run of these tasks (`domain.overlap`: paused, deleted, no
-        longer queueing), in the caller's transaction, before it touches the tasks."""
+        """Cancel the queued runs of these tasks that `drop` names
+        (`domain.overlap.dropped_queue`: paused, deleted, no longer queueing), in the
+        caller's transaction, before it touches the tasks."""
         if task_ids:
-            now = truncate(at or datetime.now(UTC))
-            params = {"task_ids": task_ids, "now": now, "error": error}
-            await conn.execute(self._q["cancel_task_queues"], params)
+            await cancel_queues(conn, self._q, task_ids, drop, truncate(at or datetime.now(UTC)))

@@ -2,7 +2,7 @@
 its lease lock, and gathering what the plans decided (queued runs started, runs asked
 to stop, queued runs cancelled) into the arrays of one statement each.
 
-The decisions are the domain's (`plan`, `start_fields`, `replaced_by`, `keeps_queue`);
+The decisions are the domain's (`plan`, `start_fields`, `replaced_by`, `dropped_queue`);
 this module only reads and writes. Statements go out in the caller's pipelined
 transaction; the runs it started are read once the transaction committed.
 """
@@ -24,10 +24,10 @@ from adapters.postgres.rows import to_run
 from domain.claims import new_run
 from domain.overlap import (
     Placement,
+    QueueDrop,
     Slots,
     cancelled_fields,
-    dropped_queue_error,
-    keeps_queue,
+    dropped_queue,
     plan,
     queue_count_bound,
     replaced_by,
@@ -63,14 +63,16 @@ async def read_slots(
     q: dict[str, bytes],
     tasks: Sequence[tuple[Task, int]],
     now: datetime,
+    bound: int | None = None,
 ) -> dict[UUID, SlotRead]:
     """The slots of `tasks` (each with how many queue heads its plan may need), read in a
-    statement of its own once their lease locks are held."""
+    statement of its own once their lease locks are held; each queue counted up to
+    `bound` (by default `domain.overlap.queue_count_bound`)."""
     if not tasks:
         return {}
     params = {
         "task_ids": [task.id for task, _ in tasks],
-        "bound": [queue_count_bound(task) for task, _ in tasks],
+        "bound": [queue_count_bound(task) if bound is None else bound for task, _ in tasks],
         "heads": [heads for _, heads in tasks],
         "now": now,
     }
@@ -98,24 +100,23 @@ class SlotWrites:
     start: dict[UUID, dict[str, Any]] = field(default_factory=dict)  # run id -> start_fields
     cancel: dict[UUID, str] = field(default_factory=dict)  # queued run id -> error
     stop: dict[UUID, str] = field(default_factory=dict)  # run in flight -> reason
-    drop: dict[str, list[UUID]] = field(default_factory=dict)  # error -> tasks
+    drop: dict[QueueDrop, list[UUID]] = field(default_factory=dict)  # what goes -> tasks
 
     def start_runs(self, task: Task, run_ids: Iterable[UUID], now: datetime, replica: str) -> None:
         for run_id in run_ids:
             self.tasks[run_id] = task
             self.start[run_id] = domain_start_fields(task, now, replica)
 
-    def drop_queue(self, task: Task, error: str) -> None:
-        self.drop.setdefault(error, []).append(task.id)
+    def drop_queue(self, task: Task, drop: QueueDrop) -> None:
+        self.drop.setdefault(drop, []).append(task.id)
 
     async def write(
         self, conn: AsyncConnection[Any], q: dict[str, bytes], now: datetime
     ) -> AsyncCursor[Row] | None:
         """Send every write; the cursor whose rows are the runs started (read them after
         COMMIT with `started`), None when none start."""
-        for error, task_ids in self.drop.items():
-            params = {"task_ids": task_ids, "now": now, "error": error}
-            await conn.execute(q["cancel_task_queues"], params)
+        for drop, task_ids in self.drop.items():
+            await cancel_queues(conn, q, task_ids, drop, now)
         if self.cancel:
             params = {"run_ids": list(self.cancel), "errors": list(self.cancel.values())}
             await conn.execute(q["cancel_queued_runs"], params | {"now": now})
@@ -156,10 +157,11 @@ async def refill(
     stopped = set(paused)
     keeping = []
     for task in tasks:
-        if task.id in stopped or not keeps_queue(task):
-            gone = task.model_copy(update={"enabled": False}) if task.id in stopped else task
-            writes.drop_queue(task, dropped_queue_error(gone))
-        else:
+        gone = task.model_copy(update={"enabled": False}) if task.id in stopped else task
+        drop = dropped_queue(gone)
+        if drop is not None:
+            writes.drop_queue(task, drop)
+        if drop is None or not drop.backfilled:
             keeping.append(task)
     await lock_leases(conn, q, schema, (task.id for task in keeping))
     read = await read_slots(conn, q, [(t, t.max_running_instances) for t in keeping], now)
@@ -168,6 +170,18 @@ async def refill(
         count = plan(task.overlap, slot.slots, []).start_queued
         writes.start_runs(task, slot.heads[:count], now, replica)
     return writes
+
+
+async def cancel_queues(
+    conn: AsyncConnection[Any],
+    q: dict[str, bytes],
+    task_ids: list[UUID],
+    drop: QueueDrop,
+    now: datetime,
+) -> None:
+    """Cancel the queued runs of these tasks that `drop` names."""
+    params = {"task_ids": task_ids, "now": now, "error": drop.error}
+    await conn.execute(q["cancel_task_queues"], params | {"backfilled": drop.backfilled})
 
 
 def place_claim(

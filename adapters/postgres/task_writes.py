@@ -16,7 +16,7 @@ from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from domain.history import created as first_version
-from domain.overlap import CANCELLED_BY_DELETE, dropped_queue_error, keeps_queue
+from domain.overlap import DELETED, QueueDrop, dropped_queue
 from domain.tasks import Task
 
 
@@ -61,10 +61,8 @@ class TaskWrites(PostgresStoreBase):
                         raise TaskNotFound(task.id)
                     raise VersionConflict(task.id, expected_version, found["version"])
                 await name_calendars(conn, self._c, [task], created=False)
-                if not keeps_queue(task):
-                    await self._queues.drop(
-                        conn, [task.id], dropped_queue_error(task), task.updated_at
-                    )
+                if (drop := dropped_queue(task)) is not None:
+                    await self._queues.drop(conn, [task.id], drop, task.updated_at)
                 await self._notify(conn, self.tasks_channel, task.id)
         except psycopg.errors.UniqueViolation as exc:
             raise _unique_violation(exc, task) from exc
@@ -76,7 +74,7 @@ class TaskWrites(PostgresStoreBase):
         self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
     ) -> None:
         async with self._transaction() as conn:
-            await self._queues.drop(conn, [task_id], CANCELLED_BY_DELETE, at)
+            await self._queues.drop(conn, [task_id], DELETED, at)
             params = {"id": task_id, "at": at, "actor": actor}
             cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
@@ -98,7 +96,7 @@ class TaskWrites(PostgresStoreBase):
             async with self._transaction() as conn:
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
-                    await self._queues.drop(conn, list(deleted), CANCELLED_BY_DELETE, at)
+                    await self._queues.drop(conn, list(deleted), DELETED, at)
                     gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
                     for task_id in deleted:
@@ -121,15 +119,14 @@ class TaskWrites(PostgresStoreBase):
                             raise VersionConflict(update.task.id, update.expected_version)
                         cur.nextset()
                     await name_calendars(conn, self._c, [u.task for u in updated], created=False)
-                    # One statement per error, not one per task: an apply may update
-                    # thousands of tasks that keep no queue.
-                    dropping: dict[str, list[UUID]] = {}
+                    # One statement per kind of drop, not one per task: an apply may
+                    # update thousands of tasks that keep no queue.
+                    dropping: dict[QueueDrop, list[UUID]] = {}
                     for update in updated:
-                        if not keeps_queue(update.task):
-                            error = dropped_queue_error(update.task)
-                            dropping.setdefault(error, []).append(update.task.id)
-                    for error, task_ids in dropping.items():
-                        await self._queues.drop(conn, task_ids, error, at)
+                        if (drop := dropped_queue(update.task)) is not None:
+                            dropping.setdefault(drop, []).append(update.task.id)
+                    for drop, task_ids in dropping.items():
+                        await self._queues.drop(conn, task_ids, drop, at)
                 if created:
                     await cur.executemany(self._q["insert_task"], [task_params(t) for t in created])
                     versions = [version_params(first_version(t, actor)) for t in created]

@@ -63,3 +63,37 @@ async def test_backfilled_runs_carry_their_occurrences_idempotency_keys(
         for before, after in itertools.pairwise(runs):
             assert before.finished_at and after.started_at
             assert after.started_at >= before.finished_at
+
+
+async def test_a_skip_task_backfilled_with_buffer_all_calls_one_after_the_other(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    """A default task (`overlap: "skip"`) keeps the backfill's queue: each run starts
+    once, oldest first, as the slot frees, whichever of two engines frees it."""
+    recording_target.respond("/daily", *[Response(delay=0.2)] * 4)
+    daily = CronTrigger(expression="0 0 * * *", timezone="UTC")
+    task = await cluster.add(make_task(daily, url=recording_target.url("/daily")))
+    assert task.overlap == "skip"
+    first = await cluster.engine()
+    await cluster.engine()
+    cluster.clock.set(T0)
+    service = BackfillService(
+        cluster.store.backfills,  # type: ignore[attr-defined]
+        cluster.store.get_task,  # type: ignore[arg-type]
+        cluster.clock,
+        first,
+        replica="api-1",
+    )
+    midnight = T0.replace(hour=0)
+    past = [midnight - k * DAY for k in (3, 2, 1, 0)]
+    made = await service.backfill(task.id, BackfillRequest(past[0], past[-1]))
+    assert [c.run.status for c in made.made] == [RunStatus.RUNNING] + [RunStatus.QUEUED] * 3
+    runs = sorted(
+        await cluster.wait_runs(task, 4, what="the backfill's runs to end"),
+        key=lambda run: run.scheduled_for,
+    )
+    assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 4
+    assert keys(recording_target, "/daily") == [key_of(task, at) for at in past]
+    for before, after in itertools.pairwise(runs):
+        assert before.finished_at and after.started_at
+        assert after.started_at >= before.finished_at

@@ -16,7 +16,7 @@ from tests.console.test_console_browser import create, expect
 from tests.console.test_console_pages import Client, csrf_of
 from tests.console.test_console_pages import open_console as open_console  # fixture
 from tests.entrypoints.helpers import cron_task
-from tests.fixtures.target import RecordingTarget
+from tests.fixtures.target import RecordingTarget, Response
 
 # Daily at 03:00 UTC: nothing fires while a test runs, and the past holds fire times.
 DAILY = {"kind": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
@@ -58,6 +58,35 @@ async def test_a_dry_run_lists_the_occurrences_and_writes_nothing(open_console: 
     for fire in fires:
         assert fire.strftime("%Y-%m-%d 03:00:00") in shown.text
     assert (await open_console.get("/runs")).json()["items"] == []
+
+
+@pytest.mark.parametrize(("enabled", "chosen"), [(True, "buffer_all"), (False, "allow_all")])
+async def test_the_form_runs_one_slot_at_a_time_unless_the_task_is_paused(
+    open_console: Client, enabled: bool, chosen: str
+) -> None:
+    body = cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY, enabled=enabled)
+    assert (await open_console.post("/tasks", json=body)).json()["overlap"] == "skip"
+    page = (await open_console.get("/ui/tasks/daily")).text
+    assert re.search(rf'<option value="{chosen}" selected>', page)
+    assert ("keeps no queued runs" in page) is not enabled
+
+
+async def test_a_form_without_overlap_backfills_one_slot_at_a_time(
+    open_console: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(delay=1))  # the first call holds the slot
+    body = cron_task(recording_target.url(), name="daily", trigger=DAILY)
+    assert (await open_console.post("/tasks", json=body)).status_code == 201
+    page = await open_console.get("/ui/tasks/daily")
+    start, end, fires = past_range()
+    form = {"csrf_token": csrf_of(page.text), "start": form_time(start), "end": form_time(end)}
+
+    shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
+
+    assert shown.status_code == 200 and "/ui/runs?backfill=" in str(shown.url), shown.text
+    runs = (await open_console.get("/runs")).json()["items"]
+    statuses = sorted(r["status"] for r in runs)
+    assert statuses == ["queued"] * (len(fires) - 1) + ["running"]  # one slot: the rest wait
 
 
 @pytest.mark.parametrize(

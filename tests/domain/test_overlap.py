@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from domain.overlap import MAX_QUEUED, Placement, Slots, place, plan
+from domain.backfills import check_overlap
+from domain.errors import InvalidRequest
+from domain.overlap import (
+    CANCELLED_BY_PAUSE,
+    CANCELLED_BY_POLICY,
+    DELETED,
+    MAX_QUEUED,
+    Placement,
+    QueueDrop,
+    Slots,
+    claim_reads_queue,
+    dropped_queue,
+    place,
+    plan,
+)
 from domain.runs import RunStatus
+from domain.triggers import IntervalTrigger
+from tests.fixtures.tasks import make_task
 
 RUN, MISSED = RunStatus.RUNNING, RunStatus.MISSED
 
@@ -53,3 +69,38 @@ def test_replace_stops_each_run_once_then_replaces_the_waiting() -> None:
         Placement.REPLACE_QUEUED,
         Placement.REPLACE_QUEUED,
     )
+
+
+@pytest.mark.parametrize(
+    ("enabled", "overlap", "drop"),
+    [
+        (True, "buffer_all", None),
+        (True, "replace", None),
+        # Skip: the task's own queued runs go, its backfills' stay.
+        (True, "skip", QueueDrop(CANCELLED_BY_POLICY, backfilled=False)),
+        # Paused: every queued run goes, backfilled or not.
+        (False, "skip", QueueDrop(CANCELLED_BY_PAUSE, backfilled=True)),
+        (False, "buffer_all", QueueDrop(CANCELLED_BY_PAUSE, backfilled=True)),
+    ],
+)
+def test_what_a_tasks_update_does_to_its_queue(
+    enabled: bool, overlap: str, drop: QueueDrop | None
+) -> None:
+    task = make_task(IntervalTrigger(every=60), enabled=enabled)
+    assert dropped_queue(task.model_copy(update={"overlap": overlap})) == drop
+    assert DELETED.backfilled
+
+
+def test_a_skip_tasks_claim_reads_no_queue() -> None:
+    task = make_task(IntervalTrigger(every=60))
+    assert not claim_reads_queue(task)
+    assert claim_reads_queue(task.model_copy(update={"overlap": "buffer_one"}))
+
+
+def test_a_backfill_queues_on_a_skip_task_but_not_on_a_paused_one() -> None:
+    task = make_task(IntervalTrigger(every=60))
+    check_overlap(task, "buffer_all")  # the default task: accepted
+    with pytest.raises(InvalidRequest) as raised:
+        check_overlap(task.model_copy(update={"enabled": False}), "buffer_all")
+    assert raised.value.field == "overlap"
+    check_overlap(task.model_copy(update={"enabled": False}), "allow_all")

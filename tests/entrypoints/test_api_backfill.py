@@ -3,6 +3,7 @@ engine running and a real target (docs/policies.md, "Backfill")."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -138,13 +139,42 @@ async def test_bad_input_is_a_422_naming_the_field_and_nothing_is_written(
     assert (await client.get("/runs")).json()["items"] == []
 
 
-async def test_a_skip_task_needs_allow_all(
+async def test_a_default_task_queues_its_backfill_one_call_after_the_other(
+    api: Client, recording_target: RecordingTarget
+) -> None:
+    """`buffer_all` (the backfill's default) on a task of the default `overlap: "skip"`:
+    the runs wait in order, each called once its predecessor ended."""
+    recording_target.respond("/", *[Response(delay=0.3)] * 3)
+    task = (await api.post("/tasks", json=utc_daily(recording_target.url()))).json()
+    assert task["overlap"] == "skip"
+    past = daily_occurrences(3)
+    response = await api.post("/tasks/nightly-report/backfill", json=span(past))
+    assert response.status_code == 202, response.text
+    answer = response.json()
+    assert [run["status"] for run in answer["items"]] == ["running", "queued", "queued"]
+
+    async def all_succeeded() -> list[dict[str, Any]] | None:
+        runs = await backfill_runs(api, answer["backfill_id"])
+        return runs if [r["status"] for r in runs] == ["succeeded"] * 3 else None
+
+    runs = await eventually(all_succeeded, "the backfill's runs succeeded")
+    calls = recording_target.received()
+    keys = [call.header("Idempotency-Key") for call in calls]
+    assert keys == [f"{task['id']}:{int(at.timestamp())}" for at in past]
+    runs.sort(key=lambda run: run["scheduled_for"])
+    for before, after in itertools.pairwise(runs):
+        assert after["started_at"] >= before["finished_at"]
+
+
+async def test_a_paused_task_needs_allow_all(
     client: Client, recording_target: RecordingTarget
 ) -> None:
-    await client.post("/tasks", json=utc_daily(recording_target.url()))
+    await client.post("/tasks", json=utc_daily(recording_target.url(), enabled=False))
     response = await client.post("/tasks/nightly-report/backfill", json=span(daily_occurrences(2)))
     assert fields(assert_problem(response, 422)) == ["overlap"]
     assert (await client.get("/runs")).json()["items"] == []
+    body = span(daily_occurrences(2)) | {"overlap": "allow_all", "dry_run": True}
+    assert (await client.post("/tasks/nightly-report/backfill", json=body)).status_code == 200
 
 
 async def test_cancel_a_backfill(client: Client, recording_target: RecordingTarget) -> None:

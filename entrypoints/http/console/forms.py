@@ -24,14 +24,17 @@ def form_instant(field: str, text: str) -> datetime | None:
 def backfill_request(
     start: Any, end: Any, *, overlap: Any, only_missing: bool, dry_run: bool
 ) -> BackfillRequest:
-    """The backfill form's fields as a BackfillRequest. Raises InvalidRequest naming a
-    missing or malformed field."""
+    """The backfill form's fields as a BackfillRequest (`overlap` left out: the API's
+    default, `buffer_all`). Raises InvalidRequest naming a missing or malformed
+    field."""
     instants = {}
     for field, text in (("start", start), ("end", end)):
         instant = form_instant(field, text if isinstance(text, str) else "")
         if instant is None:
             raise InvalidRequest(field, "is required")
         instants[field] = instant
+    if overlap is None or overlap == "":
+        overlap = "buffer_all"
     if overlap not in get_args(BackfillOverlap):
         raise InvalidRequest("overlap", f"must be one of {', '.join(get_args(BackfillOverlap))}")
     return BackfillRequest(
