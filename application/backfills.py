@@ -16,6 +16,7 @@ from domain.backfills import (
     Backfill,
     BackfillOverlap,
     BackfillRequest,
+    BackfillState,
     backfill_fire_times,
     check_overlap,
 )
@@ -38,16 +39,26 @@ class BackfillStore(Protocol):
         now: datetime,
         replica: str,
         dry_run: bool,
+        *,
+        span: tuple[datetime, datetime] | None = None,
+        actor: str | None = None,
     ) -> Backfill:
         """Make a run with `backfill_id` for each of `occurrences` (oldest first; those
         with a succeeded run left out when `only_missing`), placed by
-        `domain.backfills.backfill_plan`; with `dry_run` the same answer, nothing
-        written. Raises TaskNotFound."""
+        `domain.backfills.backfill_plan`, and the backfill's record
+        (`domain.backfills.new_record`: the requested `span`, the `actor`); with
+        `dry_run` the same answer, nothing written. Raises TaskNotFound."""
+        ...
+
+    async def get_backfill(self, backfill_id: UUID) -> BackfillState:
+        """The backfill's record and its runs counted by status. Raises
+        BackfillNotFound."""
         ...
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         """Cancel the backfill's queued runs and ask its running ones to stop; how many.
-        Raises BackfillNotFound when no run carries `backfill_id`."""
+        An active backfill becomes `cancelled`. Raises BackfillNotFound when there is no
+        such backfill."""
         ...
 
 
@@ -69,7 +80,9 @@ class BackfillService:
         self._replica = replica
         self._calendar_store = calendar_store  # the calendar a trigger names, as it is now
 
-    async def backfill(self, ref: str | UUID, request: BackfillRequest) -> Backfill:
+    async def backfill(
+        self, ref: str | UUID, request: BackfillRequest, *, actor: str | None = None
+    ) -> Backfill:
         """Re-run the task's occurrences in `[start, end]`. Raises TaskNotFound and
         InvalidRequest (nothing written)."""
         task = await self._lookup(ref)
@@ -89,18 +102,26 @@ class BackfillService:
             now,
             self._replica,
             request.dry_run,
+            span=(start, end),
+            actor=actor,
         )
         if not request.dry_run:
             for claimed in made.to_call():
                 self._dispatcher.dispatch(claimed)
         return made
 
+    async def get(self, ref: str) -> BackfillState:
+        return await self._store.get_backfill(_backfill_id(ref))
+
     async def cancel(self, ref: str) -> int:
-        try:
-            backfill_id = UUID(ref)
-        except ValueError:
-            raise BackfillNotFound(ref) from None
-        return await self._store.cancel_backfill(backfill_id, truncate(self._clock.now()))
+        return await self._store.cancel_backfill(_backfill_id(ref), truncate(self._clock.now()))
+
+
+def _backfill_id(ref: str) -> UUID:
+    try:
+        return UUID(ref)
+    except ValueError:
+        raise BackfillNotFound(ref) from None
 
 
 def _whole(field: str, instant: datetime) -> datetime:

@@ -9,8 +9,8 @@ under the backfill's own `overlap`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 from uuid import UUID
@@ -125,3 +125,83 @@ class Backfill:
         """The runs this replica calls now: those that took a slot."""
         made = [c for c in self.made if c.run.status is RunStatus.RUNNING]
         return self.started + made
+
+
+# A backfill's own status: `active` while a run of it is queued or running, then
+# `finished`; `cancelled` once `POST /backfills/{id}/cancel` was asked while it was
+# active (its running runs may still be ending).
+BackfillStatus = Literal["active", "finished", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRecord:
+    """A backfill as its store keeps it (a row of its own, so that one that made no runs
+    is still read and cancelled)."""
+
+    id: UUID
+    task_id: UUID
+    task_name: str
+    start: datetime
+    end: datetime
+    overlap: BackfillOverlap
+    only_missing: bool
+    created_at: datetime
+    actor: str | None
+    runs: int  # how many runs it made
+    status: BackfillStatus = "active"
+    finished_at: datetime | None = None
+
+
+def new_record(
+    task: Task,
+    made: Backfill,
+    span: tuple[datetime, datetime] | None,
+    overlap: BackfillOverlap,
+    only_missing: bool,
+    now: datetime,
+    actor: str | None,
+) -> BackfillRecord:
+    """The record of a backfill just made: finished already when none of its runs waits
+    or runs (none made, or every one skipped past the queue's bound)."""
+    waiting = any(not claimed.run.status.finished for claimed in made.made)
+    if span is None:  # the range its occurrences cover
+        span = (made.occurrences[0], made.occurrences[-1]) if made.occurrences else (now, now)
+    return BackfillRecord(
+        id=made.backfill_id,
+        task_id=task.id,
+        task_name=task.name,
+        start=span[0],
+        end=span[1],
+        overlap=overlap,
+        only_missing=only_missing,
+        created_at=now,
+        actor=actor,
+        runs=len(made.made),
+        status="active" if waiting else "finished",
+        finished_at=None if waiting else now,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillState:
+    """`GET /backfills/{id}`: the record and its runs counted by status, as they are."""
+
+    record: BackfillRecord
+    counts: Mapping[RunStatus, int] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> int:
+        """Runs still queued or running."""
+        return sum(n for status, n in self.counts.items() if not status.finished)
+
+    @property
+    def finished(self) -> int:
+        return sum(n for status, n in self.counts.items() if status.finished)
+
+    @property
+    def status(self) -> BackfillStatus:
+        """The stored status, and `finished` for an active one none of whose runs waits
+        any more (its last run ended)."""
+        if self.record.status == "active" and self.pending == 0:
+            return "finished"
+        return self.record.status

@@ -5,6 +5,8 @@ decided, and a backfill's cancel."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import UUID
@@ -17,9 +19,12 @@ from domain.backfills import (
     STOPPED_BY_BACKFILL,
     Backfill,
     BackfillOverlap,
+    BackfillRecord,
+    BackfillState,
     backfill_plan,
     backfill_run,
     missing,
+    new_record,
 )
 from domain.errors import BackfillNotFound
 from domain.runs import ClaimedRun, Run, RunStatus
@@ -44,6 +49,7 @@ class MemoryBackfills:
         self._leases = leases
         self._slots = slots
         self._notify = notify
+        self._records: dict[UUID, BackfillRecord] = {}
 
     async def backfill(
         self,
@@ -55,6 +61,9 @@ class MemoryBackfills:
         now: datetime,
         replica: str,
         dry_run: bool,
+        *,
+        span: tuple[datetime, datetime] | None = None,
+        actor: str | None = None,
     ) -> Backfill:
         async with self._lock:
             task = copy_task(self._task(task_id))  # the caller never holds the store's own
@@ -72,14 +81,30 @@ class MemoryBackfills:
                 return Backfill(backfill_id, kept, made, [])
             started = self._slots.start(task, now, replica, slot_plan.start_queued)
             made = [ClaimedRun(task=task, run=self._slots.record(run)) for run in runs]
+            done = Backfill(backfill_id, kept, made, started)
+            record = new_record(task, done, span, overlap, only_missing, now, actor)
+            self._records[backfill_id] = record
         self._notify()
-        return Backfill(backfill_id, kept, made, started)
+        return done
+
+    async def get_backfill(self, backfill_id: UUID) -> BackfillState:
+        async with self._lock:
+            record = self._records.get(backfill_id)
+            if record is None:
+                raise BackfillNotFound(backfill_id)
+            runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
+            return BackfillState(record, Counter(run.status for run in runs))
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         async with self._lock:
-            runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
-            if not runs:
+            record = self._records.get(backfill_id)
+            if record is None:
                 raise BackfillNotFound(backfill_id)
+            runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
+            if BackfillState(record, Counter(r.status for r in runs)).status == "active":
+                self._records[backfill_id] = dataclasses.replace(
+                    record, status="cancelled", finished_at=now
+                )
             cancelled = 0
             for run in runs:
                 if run.status is RunStatus.QUEUED:

@@ -7,6 +7,7 @@ Rows go in with one statement however many runs a backfill makes (arrays, unnest
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -24,12 +25,15 @@ from domain.backfills import (
     STOPPED_BY_BACKFILL,
     Backfill,
     BackfillOverlap,
+    BackfillRecord,
+    BackfillState,
     backfill_plan,
     backfill_run,
     missing,
+    new_record,
 )
 from domain.errors import BackfillNotFound, TaskNotFound
-from domain.runs import ClaimedRun
+from domain.runs import ClaimedRun, RunStatus
 
 _SUCCEEDED = """
 SELECT scheduled_for FROM {schema}.runs
@@ -56,6 +60,33 @@ WITH recorded AS (
 INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
 SELECT id, task_id, lease_expires_at, replica FROM recorded
 WHERE lease_expires_at IS NOT NULL
+"""
+
+_INSERT_RECORD = """
+INSERT INTO {schema}.backfills (
+    id, task_id, task_name, range_start, range_end, overlap, only_missing, created_at,
+    actor, runs, status, finished_at
+) VALUES (
+    %(id)s, %(task_id)s, %(task_name)s, %(start)s, %(end)s, %(overlap)s, %(only_missing)s,
+    %(created_at)s, %(actor)s, %(runs)s, %(status)s, %(finished_at)s
+)
+"""
+
+_RECORD = """
+SELECT id, task_id, task_name, range_start AS start, range_end AS "end", overlap,
+       only_missing, created_at, actor, runs, status, finished_at
+FROM {schema}.backfills WHERE id = %(backfill_id)s
+"""
+
+# Its runs counted by status (through runs_backfill_idx).
+_COUNTS = """
+SELECT status, count(*) FROM {schema}.runs WHERE backfill_id = %(backfill_id)s
+GROUP BY status
+"""
+
+_MARK_CANCELLED = """
+UPDATE {schema}.backfills SET status = 'cancelled', finished_at = %(now)s
+WHERE id = %(backfill_id)s AND status = 'active'
 """
 
 _LOCK_RUNS = """
@@ -94,6 +125,11 @@ class PostgresBackfills:
             for name, body in (
                 ("succeeded", _SUCCEEDED),
                 ("insert", _INSERT),
+                ("insert_record", _INSERT_RECORD),
+                ("record", _RECORD),
+                ("lock_record", _RECORD + " FOR UPDATE"),
+                ("counts", _COUNTS),
+                ("mark_cancelled", _MARK_CANCELLED),
                 ("lock_runs", _LOCK_RUNS),
                 ("cancel_queued", _CANCEL_QUEUED),
                 ("stop_running", _STOP_RUNNING),
@@ -110,6 +146,9 @@ class PostgresBackfills:
         now: datetime,
         replica: str,
         dry_run: bool,
+        *,
+        span: tuple[datetime, datetime] | None = None,
+        actor: str | None = None,
     ) -> Backfill:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -139,14 +178,32 @@ class PostgresBackfills:
             started_cur = await writes.write(conn, self._q, now)
             if runs:
                 await conn.execute(self._sql["insert"], _insert_params(task_id, backfill_id, runs))
+            placed = Backfill(backfill_id, kept, made, [])
+            record = new_record(task, placed, span, overlap, only_missing, now, actor)
+            await conn.execute(self._sql["insert_record"], _record_params(record))
         return Backfill(backfill_id, kept, made, await writes.started(started_cur))
+
+    async def get_backfill(self, backfill_id: UUID) -> BackfillState:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._sql["record"], {"backfill_id": backfill_id})
+            row = await cur.fetchone()
+            if row is None:
+                raise BackfillNotFound(backfill_id)
+            counted = await conn.execute(self._sql["counts"], {"backfill_id": backfill_id})
+            counts = {RunStatus(status): n for status, n in await counted.fetchall()}
+        return BackfillState(BackfillRecord(**row), Counter(counts))
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         async with self._transaction() as conn:
+            found = await conn.execute(self._sql["lock_record"], {"backfill_id": backfill_id})
+            if await found.fetchone() is None:
+                raise BackfillNotFound(backfill_id)
             cur = await conn.execute(self._sql["lock_runs"], {"backfill_id": backfill_id})
             rows = await cur.fetchall()
-            if not rows:
-                raise BackfillNotFound(backfill_id)
+            if any(status in ("queued", "running") for _, status in rows):
+                params = {"backfill_id": backfill_id, "now": now}
+                await conn.execute(self._sql["mark_cancelled"], params)
             queued = sum(1 for _, status in rows if status == "queued")
             running = [run_id for run_id, status in rows if status == "running"]
             params = {"backfill_id": backfill_id, "now": now, "error": CANCELLED_BY_BACKFILL}
@@ -170,4 +227,21 @@ def _insert_params(task_id: UUID, backfill_id: UUID, runs: list[Any]) -> dict[st
         "finished_at": [r.finished_at for r in runs],
         "lease_expires_at": [r.lease_expires_at for r in runs],
         "status": [r.status.value for r in runs],
+    }
+
+
+def _record_params(record: BackfillRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "task_id": record.task_id,
+        "task_name": record.task_name,
+        "start": record.start,
+        "end": record.end,
+        "overlap": record.overlap,
+        "only_missing": record.only_missing,
+        "created_at": record.created_at,
+        "actor": record.actor,
+        "runs": record.runs,
+        "status": record.status,
+        "finished_at": record.finished_at,
     }

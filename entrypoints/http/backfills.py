@@ -1,17 +1,18 @@
-"""/tasks/{id}/backfill and /backfills/{id}/cancel (docs/policies.md, "Backfill")."""
+"""/tasks/{id}/backfill, /backfills/{id} and /backfills/{id}/cancel (docs/policies.md,
+"Backfill")."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
-from litestar import Controller, Response, post
+from litestar import Controller, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, PathParameter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from application.backfills import BackfillService
-from domain.backfills import Backfill, BackfillOverlap, BackfillRequest
+from domain.backfills import Backfill, BackfillOverlap, BackfillRequest, BackfillState
 from entrypoints.http.body import JsonBody
 from entrypoints.http.docs import errors
 from entrypoints.http.models import RunResource, UtcDatetime
@@ -53,6 +54,58 @@ class BackfillAnswer(BaseModel):
         )
 
 
+class BackfillRuns(BaseModel):
+    total: int = Field(description="runs the backfill made")
+    finished: int = Field(description="those that ended (any status but queued and running)")
+    pending: int = Field(description="those still queued or running")
+    by_status: dict[str, int] = Field(description="the runs counted by status")
+
+
+class BackfillResource(BaseModel):
+    """A backfill and how far its runs got (docs/api.md, "GET /backfills/{id}")."""
+
+    id: UUID
+    task_id: UUID
+    task_name: str = Field(description="the task's name when the backfill was made")
+    start: UtcDatetime
+    end: UtcDatetime
+    overlap: BackfillOverlap
+    only_missing: bool
+    created_at: UtcDatetime
+    actor: str | None = Field(description="the label of the token that asked for it")
+    status: Literal["active", "finished", "cancelled"] = Field(
+        description='"active" while a run is queued or running, then "finished"; '
+        '"cancelled" once cancelled while active'
+    )
+    finished_at: UtcDatetime | None = Field(
+        description="when it finished or was cancelled; null while active"
+    )
+    runs: BackfillRuns
+
+    @classmethod
+    def of(cls, state: BackfillState) -> BackfillResource:
+        record = state.record
+        return cls(
+            id=record.id,
+            task_id=record.task_id,
+            task_name=record.task_name,
+            start=record.start,
+            end=record.end,
+            overlap=record.overlap,
+            only_missing=record.only_missing,
+            created_at=record.created_at,
+            actor=record.actor,
+            status=state.status,
+            finished_at=record.finished_at,
+            runs=BackfillRuns(
+                total=record.runs,
+                finished=state.finished,
+                pending=state.pending,
+                by_status={status.value: n for status, n in sorted(state.counts.items())},
+            ),
+        )
+
+
 class Cancelled(BaseModel):
     cancelled: int = Field(description="queued runs cancelled plus running ones asked to stop")
 
@@ -79,12 +132,28 @@ class BackfillController(Controller):
         id: Annotated[str, PathParameter(description="The task's id or name.")],
         data: Annotated[BackfillBody, BodyKwarg()],
         backfills: NamedDependency[BackfillService],
+        actor: NamedDependency[str | None],
     ) -> Response[BackfillAnswer]:
         request = BackfillRequest(
             data.start, data.end, data.only_missing, data.overlap, data.dry_run
         )
-        made = await backfills.backfill(id, request)
+        made = await backfills.backfill(id, request, actor=actor)
         return Response(BackfillAnswer.of(made), status_code=200 if data.dry_run else 202)
+
+    @get(
+        "/backfills/{id:str}",
+        operation_id="getBackfill",
+        summary="A backfill and how far its runs got",
+        description="Its request, status and runs counted (total, finished, pending, by "
+        "status). 404 for an unknown id (a dry run's included).",
+        responses=errors(404),
+    )
+    async def get_backfill(
+        self,
+        id: Annotated[str, PathParameter(description="The backfill's id.")],
+        backfills: NamedDependency[BackfillService],
+    ) -> BackfillResource:
+        return BackfillResource.of(await backfills.get(id))
 
     @post(
         "/backfills/{id:str}/cancel",
@@ -92,7 +161,8 @@ class BackfillController(Controller):
         operation_id="cancelBackfill",
         summary="Cancel a backfill",
         description="Its queued runs end `cancelled` uncalled; its running ones are asked "
-        "to stop (as `POST /runs/{id}/cancel`). 404 when no run carries the id.",
+        "to stop (as `POST /runs/{id}/cancel`); an active backfill becomes `cancelled`. 404 "
+        "for an unknown id.",
         responses=errors(404),
     )
     async def cancel(

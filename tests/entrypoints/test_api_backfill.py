@@ -211,3 +211,61 @@ async def test_a_calendar_the_trigger_names_is_followed(
         await client.post("/tasks/nightly-report/backfill", json=span(past) | {"dry_run": True})
     ).json()
     assert [datetime.fromisoformat(at) for at in answer["occurrences"]] == [past[0], past[2]]
+
+
+async def test_a_backfill_is_read_while_it_runs_and_once_it_finished(
+    api: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", *[Response(delay=0.3)] * 2)
+    await api.post("/tasks", json=utc_daily(recording_target.url()))
+    past = daily_occurrences(2)
+    answer = (await api.post("/tasks/nightly-report/backfill", json=span(past))).json()
+    read = await api.get(f"/backfills/{answer['backfill_id']}")
+    assert read.status_code == 200, read.text
+    state = read.json()
+    assert state["id"] == answer["backfill_id"] and state["task_name"] == "nightly-report"
+    assert (state["overlap"], state["only_missing"], state["actor"]) == ("buffer_all", True, None)
+    assert datetime.fromisoformat(state["start"]) == past[0] - timedelta(minutes=1)
+    assert state["status"] == "active" and state["finished_at"] is None
+    assert state["runs"] == {
+        "total": 2,
+        "finished": 0,
+        "pending": 2,
+        "by_status": {"queued": 1, "running": 1},
+    }
+
+    async def finished() -> dict[str, Any] | None:
+        state = (await api.get(f"/backfills/{answer['backfill_id']}")).json()
+        return state if state["status"] == "finished" else None
+
+    state = await eventually(finished, "the backfill to finish")
+    assert state["runs"] == {
+        "total": 2,
+        "finished": 2,
+        "pending": 0,
+        "by_status": {"succeeded": 2},
+    }
+
+
+async def test_a_backfill_that_made_no_runs_is_read_and_cancelled(
+    api: Client, recording_target: RecordingTarget
+) -> None:
+    await api.post("/tasks", json=utc_daily(recording_target.url()))
+    # A range without a fire time in it: the backfill makes no runs.
+    latest = daily_occurrences(1)[0]
+    body = {
+        "start": (latest - timedelta(minutes=2)).isoformat(),
+        "end": (latest - timedelta(minutes=1)).isoformat(),
+    }
+    answer = (await api.post("/tasks/nightly-report/backfill", json=body)).json()
+    assert answer["runs"] == 0
+    state = (await api.get(f"/backfills/{answer['backfill_id']}")).json()
+    assert (state["status"], state["runs"]["total"]) == ("finished", 0)
+    response = await api.post(f"/backfills/{answer['backfill_id']}/cancel")
+    assert (response.status_code, response.json()) == (202, {"cancelled": 0})
+
+
+@pytest.mark.parametrize("ref", ["not-an-id", "00000000-0000-4000-8000-000000000007"])
+async def test_an_unknown_backfill_is_a_404_problem(client: Client, ref: str) -> None:
+    assert_problem(await client.get(f"/backfills/{ref}"), 404)
+    assert_problem(await client.post(f"/backfills/{ref}/cancel"), 404)

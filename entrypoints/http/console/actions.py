@@ -92,6 +92,7 @@ class ConsoleActions(Controller):
         request: Request[Any, Any, Any],
         ref: FromPath[str],
         backfills: NamedDependency[BackfillService],
+        actor: NamedDependency[str | None],
     ) -> Response[Any]:
         """The backfill form: the same use case as `POST /tasks/{id}/backfill`. A dry
         run shows the occurrences it would run; a real one shows its runs."""
@@ -103,7 +104,7 @@ class ConsoleActions(Controller):
             only_missing=form.get("only_missing") == "on",
             dry_run=form.get("dry_run") == "on",
         )
-        made = await backfills.backfill(ref, wanted)
+        made = await backfills.backfill(ref, wanted, actor=actor)
         if wanted.dry_run:
             return render(
                 request, "backfill.html", ref=ref, backfill=made, wanted=wanted, live=False
