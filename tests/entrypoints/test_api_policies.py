@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -12,6 +10,7 @@ from litestar.testing import AsyncTestClient
 from tests.entrypoints.helpers import cron_task
 from tests.entrypoints.test_api_errors import assert_problem, fields, task_count
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 Client = AsyncTestClient[Any]
 
@@ -88,13 +87,13 @@ async def test_a_queued_run_is_listed_by_status_and_cancelled_uncalled(
     assert created.status_code == 201, created.text
     assert created.json()["overlap"] == "buffer_one"
 
-    deadline = time.monotonic() + 15
-    while True:
-        listed = (await client.get("/runs", params={"status": "queued"})).json()["items"]
-        if listed or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    [queued] = listed
+    async def queued_runs() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (
+            await client.get("/runs", params={"status": "queued"})
+        ).json()["items"]
+        return items
+
+    [queued] = await eventually(queued_runs, "a queued run", interval=0.05)
     assert (queued["status"], queued["started_at"], queued["lease_expires_at"]) == (
         "queued",
         None,

@@ -1,21 +1,9 @@
-"""What the system tests share: waiting on real servers, creating tasks through them."""
+"""What the system tests share: creating tasks through a real server (they wait with
+tests/fixtures/waiting.py `wait_for`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import httpx
-
-
-def wait_for(condition: Callable[[], bool], within: float, what: str) -> None:
-    """Poll `condition` every 0.2 s (the servers work in their own processes); fail the
-    test, saying what it waited for, after `within` seconds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def create(api: str, name: str, url: str, *, every: int = 1, timeout: float = 5) -> None:

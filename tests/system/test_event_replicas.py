@@ -19,7 +19,8 @@ from standardwebhooks.webhooks import Webhook
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
-from tests.system.support import create, wait_for
+from tests.fixtures.waiting import wait_for
+from tests.system.support import create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 

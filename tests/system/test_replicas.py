@@ -22,7 +22,8 @@ from psycopg.rows import dict_row
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
-from tests.system.support import create, wait_for
+from tests.fixtures.waiting import wait_for
+from tests.system.support import create
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.fleet]
 

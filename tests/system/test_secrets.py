@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from typing import Any
 
 import httpx
@@ -25,6 +24,7 @@ from standardwebhooks.webhooks import Webhook
 
 from tests.entrypoints.live import LiveServer
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres]
 
@@ -86,25 +86,19 @@ def task(name: str, target: RecordingTarget, **fields: Any) -> dict[str, Any]:
 
 
 def wait_finished(api: httpx.Client, run_ids: list[str], within: float = 30) -> list[dict]:
-    deadline = time.monotonic() + within
-    while True:
+    def finished() -> list[dict] | None:
         runs = [api.get(f"/runs/{run_id}").json() for run_id in run_ids]
-        if all(run["status"] != "running" for run in runs):
-            return runs
-        if time.monotonic() > deadline:
-            raise AssertionError(f"runs still running after {within} s: {runs}")
-        time.sleep(0.1)
+        return runs if all(run["status"] != "running" for run in runs) else None
+
+    return wait_for(finished, within, "the runs to finish", interval=0.1)
 
 
 def wait_sent(api: httpx.Client, count: int, within: float = 60) -> list[dict]:
-    deadline = time.monotonic() + within
-    while True:
+    def sent() -> list[dict] | None:
         events: list[dict] = api.get("/events", params={"status": "sent"}).json()["items"]
-        if len(events) >= count:
-            return events
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{len(events)} of {count} events sent after {within} s")
-        time.sleep(0.2)
+        return events if len(events) >= count else None
+
+    return wait_for(sent, within, f"{count} events sent")
 
 
 def test_no_secret_in_answers_logs_or_rows(
