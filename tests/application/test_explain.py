@@ -3,44 +3,25 @@ history and runs, driven through SchedulingService on the in-memory store and a 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from adapters.clock import FakeClock
-from adapters.http import HttpExecutor
 from adapters.memory import InMemoryTaskStore
-from application.engine import TriggerLoop
-from application.engine_settings import EngineSettings
 from application.scheduling import SchedulingService
 from domain.errors import TaskNotFound
 from domain.explain import Verdict
 from domain.runs import RunOutcome, RunStatus
+from tests.application.test_scheduling import T0
+from tests.application.test_scheduling import clock as clock  # fixtures
+from tests.application.test_scheduling import service as service
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import task_spec
 
-T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 MINUTE = timedelta(minutes=1)
 REPLICA = "test:1"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(T0)
-
-
-@pytest.fixture
-async def service(
-    clock: FakeClock, memory_store: InMemoryTaskStore
-) -> AsyncIterator[SchedulingService]:
-    executor = HttpExecutor()
-    engine = TriggerLoop(
-        memory_store, memory_store.new_waker(), executor, clock, EngineSettings(replica=REPLICA)
-    )
-    yield SchedulingService(memory_store, executor, clock, engine, replica=REPLICA)
-    await executor.close()
 
 
 # The task every test here explains: a minutely interval anchored at T0.

@@ -26,6 +26,19 @@ def cli_command() -> list[str]:
     return [script] if script else [sys.executable, "-m", "entrypoints.cli"]
 
 
+def run_cli(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it: a process of its own, with only `environ`'s SCHEDULER_*
+    variables."""
+    return subprocess.run(
+        [*cli_command(), *args],
+        env=clean_environ(environ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ from domain.errors import InvalidRequest
 from entrypoints import container as container_module
 from entrypoints.cli import EXIT_CODES, main
 from entrypoints.settings import ConfigurationError
-from tests.entrypoints.live import ROOT, clean_environ, cli_command
+from tests.entrypoints.live import ROOT, clean_environ, cli_command, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -23,18 +23,6 @@ def no_scheduler_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("SCHEDULER_"):
             monkeypatch.delenv(name)
-
-
-def run(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it: a process of its own."""
-    return subprocess.run(
-        [*cli_command(), *args],
-        env=clean_environ(environ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_preview_prints_local_and_utc_fire_times(capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,7 +129,7 @@ def test_a_contradictory_command_line_is_a_usage_error(
 
 @pytest.mark.parametrize("command", [[], ["serve"], ["init-db"], ["preview"]])
 def test_help_says_what_each_command_does(command: list[str]) -> None:
-    result = run(*command, "--help")
+    result = run_cli(*command, "--help")
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: imbi-scheduler")
@@ -155,7 +143,7 @@ def test_help_says_what_each_command_does(command: list[str]) -> None:
 
 
 def test_a_bad_setting_fails_at_start_naming_the_variable() -> None:
-    result = run("serve", SCHEDULER_PORT="eighty", SCHEDULER_LOG_FORMAT="xml")
+    result = run_cli("serve", SCHEDULER_PORT="eighty", SCHEDULER_LOG_FORMAT="xml")
 
     assert result.returncode == 78
     assert "SCHEDULER_PORT" in result.stderr and "SCHEDULER_LOG_FORMAT" in result.stderr
@@ -163,14 +151,14 @@ def test_a_bad_setting_fails_at_start_naming_the_variable() -> None:
 
 
 def test_a_secret_setting_is_named_but_never_echoed() -> None:
-    result = run("serve", SCHEDULER_API_TOKENS="good, bad token:read")
+    result = run_cli("serve", SCHEDULER_API_TOKENS="good, bad token:read")
 
     assert result.returncode == 78
     assert "SCHEDULER_API_TOKENS" in result.stderr and "bad token" not in result.stderr
 
 
 def test_a_bad_signing_secret_stops_the_process_naming_the_variable() -> None:
-    result = run("serve", SCHEDULER_SIGNING_SECRET="whsec_c2hvcnQ= hunter2-not-whsec")
+    result = run_cli("serve", SCHEDULER_SIGNING_SECRET="whsec_c2hvcnQ= hunter2-not-whsec")
 
     assert result.returncode == 78
     assert "SCHEDULER_SIGNING_SECRET" in result.stderr
@@ -178,7 +166,7 @@ def test_a_bad_signing_secret_stops_the_process_naming_the_variable() -> None:
 
 
 def test_serve_refuses_a_public_listener_without_tokens() -> None:
-    result = run("serve", "--host", "0.0.0.0")
+    result = run_cli("serve", "--host", "0.0.0.0")
 
     assert result.returncode == 78
     assert "SCHEDULER_API_TOKENS" in result.stderr
@@ -189,7 +177,7 @@ def test_a_port_in_use_exits_71_before_anything_starts() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        result = run("serve", "--port", str(taken.getsockname()[1]))
+        result = run_cli("serve", "--port", str(taken.getsockname()[1]))
 
     assert result.returncode == 71
     assert "could not listen on 127.0.0.1:" in result.stderr
@@ -253,7 +241,7 @@ def test_init_db_needs_a_database_url(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_init_db_against_an_unreachable_server_exits_69() -> None:
-    result = run("init-db", SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+    result = run_cli("init-db", SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
 
     assert result.returncode == 69, result.stderr
     assert "imbi-scheduler: error:" in result.stderr
@@ -265,8 +253,8 @@ def test_init_db_creates_the_schema_then_finds_it_up_to_date(
 ) -> None:
     environ = {"SCHEDULER_DATABASE_URL": database_url, "SCHEDULER_SCHEMA": fresh_schema}
 
-    first = run("init-db", **environ)
-    second = run("init-db", **environ)
+    first = run_cli("init-db", **environ)
+    second = run_cli("init-db", **environ)
 
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith(f"schema {fresh_schema}: ") and "statements run" in first.stdout

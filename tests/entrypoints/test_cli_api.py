@@ -3,14 +3,13 @@ LiveServer on both stores), as a user runs them: processes of their own."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
-from tests.entrypoints.live import ROOT, LiveServer, clean_environ, cli_command, free_port
+from tests.entrypoints.live import LiveServer, free_port, run_cli
 from tests.entrypoints.test_end_to_end import store_environ as store_environ  # fixture
 from tests.fixtures.target import RecordingTarget
 from tests.fixtures.waiting import eventually
@@ -24,17 +23,6 @@ def server(store_environ: dict[str, str]) -> Iterator[LiveServer]:
     tokens = f"{ADMIN},{VIEWER}:read"
     with LiveServer({**store_environ, "SCHEDULER_API_TOKENS": tokens}) as live:
         yield live
-
-
-def cli(*args: str, **environ: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*cli_command(), *args],
-        env=clean_environ(environ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def add_daily_task(server: LiveServer, target: RecordingTarget) -> dict[str, object]:
@@ -72,13 +60,17 @@ async def test_backfill_then_explain(server: LiveServer, recording_target: Recor
     past = last_occurrences(2)
     span = ["--start", z(past[0]), "--end", z(past[-1])]
 
-    dry = cli("backfill", "daily-export", *span, "--dry-run", "--url", server.url, "--token", ADMIN)
+    dry = run_cli(
+        "backfill", "daily-export", *span, "--dry-run", "--url", server.url, "--token", ADMIN
+    )
     assert dry.returncode == 0, dry.stderr
     assert "would make 2 runs" in dry.stdout
     assert recording_target.received() == []
 
     # URL and token from the environment this time.
-    done = cli("backfill", "daily-export", *span, SCHEDULER_URL=server.url, SCHEDULER_TOKEN=ADMIN)
+    done = run_cli(
+        "backfill", "daily-export", *span, SCHEDULER_URL=server.url, SCHEDULER_TOKEN=ADMIN
+    )
     assert done.returncode == 0, done.stderr
     assert "made 2 runs" in done.stdout
     assert "running" in done.stdout and "queued" in done.stdout
@@ -92,7 +84,9 @@ async def test_backfill_then_explain(server: LiveServer, recording_target: Recor
 
     # A read-only token is enough to ask why. The task was created after the
     # occurrence, which is what explain says of it (docs/api.md, "explain").
-    result = cli("explain", "daily-export", "--at", z(past[-1]), *url_of(server), "--token", VIEWER)
+    result = run_cli(
+        "explain", "daily-export", "--at", z(past[-1]), *url_of(server), "--token", VIEWER
+    )
     assert result.returncode == 0, result.stderr
     verdict, detail = result.stdout.splitlines()[:2]
     assert verdict.startswith("not_scheduled: ")
@@ -105,30 +99,32 @@ def test_exit_codes(server: LiveServer, recording_target: RecordingTarget) -> No
     future = ["--start", z(now - timedelta(days=2)), "--end", z(now + timedelta(days=1))]
     url = ["--url", server.url]
 
-    refused = cli("backfill", "daily-export", *future, *url, "--token", ADMIN)
+    refused = run_cli("backfill", "daily-export", *future, *url, "--token", ADMIN)
     assert refused.returncode == 65, refused.stderr
     assert "--end" in refused.stderr
 
-    unknown = cli("explain", "no-such-task", *url, "--token", ADMIN)
+    unknown = run_cli("explain", "no-such-task", *url, "--token", ADMIN)
     assert unknown.returncode == 65, unknown.stderr
     assert "no-such-task" in unknown.stderr
 
     past = ["--start", z(now - timedelta(days=2)), "--end", z(now)]
-    read_only = cli("backfill", "daily-export", *past, *url, "--token", VIEWER)
+    read_only = run_cli("backfill", "daily-export", *past, *url, "--token", VIEWER)
     assert read_only.returncode == 77, read_only.stderr
-    no_token = cli("explain", "daily-export", *url)
+    no_token = run_cli("explain", "daily-export", *url)
     assert no_token.returncode == 77, no_token.stderr
 
-    nobody = cli("explain", "daily-export", "--url", f"http://127.0.0.1:{free_port()}")
+    nobody = run_cli("explain", "daily-export", "--url", f"http://127.0.0.1:{free_port()}")
     assert nobody.returncode == 69, nobody.stderr
 
-    naive = cli("explain", "daily-export", "--at", "2026-01-01T00:00:00", *url, "--token", ADMIN)
+    naive = run_cli(
+        "explain", "daily-export", "--at", "2026-01-01T00:00:00", *url, "--token", ADMIN
+    )
     assert naive.returncode == 65 and "--at" in naive.stderr
 
 
 @pytest.mark.parametrize("command", ["explain", "backfill"])
 def test_help_names_the_server_options(command: str) -> None:
-    result = cli(command, "--help")
+    result = run_cli(command, "--help")
     assert result.returncode == 0, result.stderr
     for word in ("--url", "--token", "SCHEDULER_URL", "SCHEDULER_TOKEN"):
         assert word in result.stdout
