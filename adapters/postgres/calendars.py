@@ -70,10 +70,13 @@ _STATEMENTS = {
     " JOIN {schema}.tasks AS t ON t.id = c.task_id WHERE c.calendar = %(name)s ORDER BY t.name",
     # The tasks naming the calendar, locked in id order (as every writer of several task
     # rows locks them), and of each only what a plan reads (domain.replanning.Plannable).
+    # The trigger's own name is checked too: a task leaving the calendar in a write that
+    # commits while this waits for its row is read again (the rows of task_calendars are
+    # not) and left out.
     "lock_tasks": "SELECT id, trigger::text AS trigger, enabled, jitter_seconds, next_fire_at,"
     " last_run_at FROM {schema}.tasks WHERE id IN"
     " (SELECT task_id FROM {schema}.task_calendars WHERE calendar = %(name)s)"
-    " ORDER BY id FOR UPDATE",
+    " AND trigger -> 'calendar' ->> 'name' = %(name)s ORDER BY id FOR UPDATE",
     # Their new schedules and the history versions recording them, in one statement: the
     # version's state is the row's writable fields, as update_task records them.
     "replan_tasks": "WITH r AS (SELECT * FROM unnest(%(ids)s::uuid[],"
@@ -85,6 +88,11 @@ _STATEMENTS = {
     " INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)"
     " SELECT t.id, t.version, %(at)s, %(actor)s, %(cause)s, t.changes, {spec_state_of_t}"
     " FROM u AS t",
+    # What a task write takes before it touches a task row: the calendars its tasks name,
+    # in name order (the lock the foreign key check would take later, taken first), so
+    # that it and a calendar change (calendar row, then task rows) lock in one order.
+    "share": "SELECT name FROM {schema}.calendars WHERE name = ANY(%(names)s)"
+    " ORDER BY name FOR KEY SHARE",
     # A task's row in task_calendars follows its trigger: written when it names a
     # calendar, removed when it no longer does.
     "unname": "DELETE FROM {schema}.task_calendars"
@@ -253,6 +261,18 @@ class PostgresCalendars(PostgresStoreBase):
 
 
 # -- for the task writes and the claim path ----------------------------------------------
+
+
+async def lock_named_calendars(
+    conn: AsyncConnection[Any], statements: dict[str, bytes], tasks: Sequence[Task]
+) -> None:
+    """Lock the calendars `tasks` name (key share, as the foreign key would), first in
+    the transaction of their write: a calendar change locks its row and then the task
+    rows naming it, so a task write that locked a task row and then waited for the
+    calendar could deadlock with it (docs/storage.md). No statement when none is named."""
+    names = sorted({name for task in tasks if (name := calendar_name(task)) is not None})
+    if names:
+        await conn.execute(statements["share"], {"names": names})
 
 
 async def name_calendars(

@@ -10,7 +10,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from adapters.postgres.calendars import name_calendars, unknown_calendar
+from adapters.postgres.calendars import lock_named_calendars, name_calendars, unknown_calendar
 from adapters.postgres.rows import task_params, to_task, version_params
 from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import TaskUpdate
@@ -26,6 +26,7 @@ class TaskWrites(PostgresStoreBase):
     async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
         try:
             async with self._transaction() as conn:
+                await lock_named_calendars(conn, self._c, [task])
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["insert_task"], task_params(task))
                 await conn.execute(
@@ -51,6 +52,7 @@ class TaskWrites(PostgresStoreBase):
         }
         try:
             async with self._transaction() as conn:
+                await lock_named_calendars(conn, self._c, [task])
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["update_task"], params)
                 row = await cur.fetchone()
@@ -94,6 +96,7 @@ class TaskWrites(PostgresStoreBase):
         a round trip per kind of write, however many tasks."""
         try:
             async with self._transaction() as conn:
+                await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
                     await self._queues.drop(conn, list(deleted), DELETED, at)
