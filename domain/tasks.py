@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -152,9 +153,16 @@ def check_http_url(value: str) -> str:
 # Documents (in JSON Schema) what check_http_url enforces: an http(s) URL with a host.
 _HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
 
+# The URL a target or a notify destination calls, checked by check_http_url.
+HttpUrlText = Annotated[
+    str,
+    Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN}),
+    AfterValidator(check_http_url),
+]
+
 
 class HttpTarget(_Model):
-    url: str = Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN})
+    url: HttpUrlText
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict)
     body: JsonValue = None
@@ -167,11 +175,6 @@ class HttpTarget(_Model):
         description="header name to the name of an environment variable of the scheduler "
         "that holds its value, read when the call is made (never stored or shown)",
     )
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
 
     @field_validator("headers")
     @classmethod
@@ -202,7 +205,7 @@ class Notify(_Model):
     """Where a task's events go, and which (docs/api.md, "Events"): the task field
     `notify`. Secrets stay names of environment variables, as for targets."""
 
-    url: str = Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN})
+    url: HttpUrlText
     events: list[EventType] = Field(
         default_factory=lambda: list(EventType), min_length=1, description="default: all"
     )
@@ -211,11 +214,6 @@ class Notify(_Model):
         default_factory=dict,
         description="header name to the name of an environment variable of the scheduler",
     )
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        return check_http_url(value)
 
     @field_validator("events")
     @classmethod
