@@ -20,7 +20,15 @@ from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
-from application.ports import Clock, Engine, Executor, RunDispatcher, TaskStore, Waker
+from application.ports import (
+    Clock,
+    Engine,
+    EngineTestHooks,
+    Executor,
+    RunDispatcher,
+    TaskStore,
+    Waker,
+)
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun
 
@@ -223,5 +231,5 @@ class TriggerLoop:
 
 if TYPE_CHECKING:
 
-    def _fills_the_ports(loop: TriggerLoop) -> tuple[Engine, RunDispatcher]:
-        return loop, loop
+    def _fills_the_ports(loop: TriggerLoop) -> tuple[Engine, RunDispatcher, EngineTestHooks]:
+        return loop, loop, loop

@@ -33,7 +33,7 @@ from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.housekeeping import Housekeeping
 from application.observer import EngineObserver, NoopObserver
-from application.ports import Clock, Engine, Executor, RunDispatcher, Waker
+from application.ports import Clock, Engine, EngineTestHooks, Executor, RunDispatcher, Waker
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun
 
@@ -321,5 +321,7 @@ async def _finish(task: asyncio.Task[None] | None, seconds: float) -> None:
 
 if TYPE_CHECKING:
 
-    def _fills_the_ports(engine: APSchedulerEngine) -> tuple[Engine, RunDispatcher]:
-        return engine, engine
+    def _fills_the_ports(
+        engine: APSchedulerEngine,
+    ) -> tuple[Engine, RunDispatcher, EngineTestHooks]:
+        return engine, engine, engine
