@@ -278,16 +278,16 @@ class HttpExecutor:
         head, body = await self._transport.exchange(request)
         try:
             headers = head.headers
-            if any(name == b"content-encoding" for name, _ in headers):
+            if any(name.lower() == b"content-encoding" for name, _ in headers):
                 response = httpx.Response(
-                    head.status_code, headers=headers.raw_items(), stream=body, request=request
+                    head.status_code, headers=headers, stream=body, request=request
                 )
                 excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
             else:
                 excerpt = await read_excerpt(body, limit, credentials.secrets)
         finally:
             await body.aclose()
-        retry_after = [value for name, value in headers if name == b"retry-after"]
+        retry_after = [value for name, value in headers if name.lower() == b"retry-after"]
         return (
             head.status_code,
             head.reason.decode("ascii", errors="ignore"),

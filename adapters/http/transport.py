@@ -3,8 +3,8 @@
 httpx 0.28 takes no network backend, so this transport makes its connections itself:
 each host is resolved through the guard and the connection goes to a checked address.
 Connections are keyed by the URL's origin (scheme, host, port), and TLS verifies and
-sends SNI for that host name, as without pinning. HTTP/1.1 is spoken with h11, the
-protocol library httpcore uses.
+sends SNI for that host name, as without pinning. Requests are written by
+`connections`, answers parsed by httptools (llhttp, in C; docs/adr/0010).
 
 Why not httpcore's `AsyncConnectionPool`: its bookkeeping rescans every connection (and
 polls every idle socket) each time a request is queued or a response is closed, and
@@ -35,10 +35,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import suppress
 
-import h11
 import httpx
 
-from adapters.http.connections import Connection, Key
+from adapters.http.connections import Connection, Head, Key
 from adapters.http.guard import OutboundGuard
 from adapters.http.streams import GuardedNetworkBackend, wait_or_expire
 
@@ -254,12 +253,12 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         head, body = await self.exchange(request)
         return httpx.Response(
             status_code=head.status_code,
-            headers=head.headers.raw_items(),
+            headers=head.headers,
             stream=body,
             extensions={"http_version": b"HTTP/" + head.http_version, "reason_phrase": head.reason},
         )
 
-    async def exchange(self, request: httpx.Request) -> tuple[h11.Response, Body]:
+    async def exchange(self, request: httpx.Request) -> tuple[Head, Body]:
         """Send `request`; the head of its answer and its body, whose closing gives the
         connection back. What `handle_async_request` does without wrapping the answer in
         an `httpx.Response`: the executor calls this directly (docs/adr/0010)."""
