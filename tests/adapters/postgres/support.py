@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
 
+from adapters.postgres import PostgresTaskStore, create_pool
+from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.waiting import eventually
+
+R = TypeVar("R")
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -35,6 +45,36 @@ def round_trips(trace: str) -> int:
             waits += 1
         previous = parts[1]
     return waits
+
+
+@dataclass
+class OneConnection:
+    """A store on a pool of one connection, never checked: every message of a call is on
+    that connection, so a trace of it counts the call's round trips."""
+
+    pool: AsyncConnectionPool[Any]
+    store: PostgresTaskStore
+
+    async def round_trips(self, call: Callable[[], Awaitable[R]]) -> tuple[R, int]:
+        """What `call` returns, and how many round trips it cost (`round_trips`)."""
+        with tempfile.TemporaryFile("w+") as trace:
+            async with self.pool.connection() as conn:
+                conn.pgconn.trace(os.dup(trace.fileno()))
+            result = await call()
+            async with self.pool.connection() as conn:
+                conn.pgconn.untrace()
+            trace.seek(0)
+            return result, round_trips(trace.read())
+
+
+@asynccontextmanager
+async def one_connection(backend: PostgresBackend) -> AsyncIterator[OneConnection]:
+    pool = create_pool(backend.url, min_size=1, max_size=1, check=False)
+    await pool.open(wait=True)
+    try:
+        yield OneConnection(pool, PostgresTaskStore(pool, backend.schema))
+    finally:
+        await pool.close()
 
 
 async def kill_idle_connections(url: str, schema: str) -> int:

@@ -4,19 +4,17 @@ connections whose transactions really overlap on the server."""
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from collections import Counter
 from datetime import datetime
 
 import pytest
 
-from adapters.postgres import PostgresTaskStore, create_pool
+from adapters.postgres import PostgresTaskStore
 from domain.claims import run_instant
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 from domain.triggers import CronTrigger, IntervalTrigger
-from tests.adapters.postgres.support import MINUTE, SECOND, T0, query, round_trips
+from tests.adapters.postgres.support import MINUTE, SECOND, T0, one_connection, query
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task
@@ -184,24 +182,12 @@ async def test_finishing_deletes_the_lease(postgres_backend: PostgresBackend) ->
 async def test_a_claim_batch_costs_three_round_trips(
     postgres_backend: PostgresBackend, batch: int
 ) -> None:
-    # One connection, no pool check: every message of the claim is on the traced one.
-    pool = create_pool(postgres_backend.url, min_size=1, max_size=1, check=False)
-    await pool.open(wait=True)
-    try:
-        store = PostgresTaskStore(pool, postgres_backend.schema)
+    async with one_connection(postgres_backend) as one:
+        store = one.store
         for _ in range(batch * 8):
             await store.create_task(make_task())
         for _ in range(6):  # past psycopg's prepare threshold as well
             await store.claim_due(T0, batch, "r")
-        with tempfile.TemporaryFile("w+") as trace:
-            async with pool.connection() as conn:
-                conn.pgconn.trace(os.dup(trace.fileno()))
-            claimed = await store.claim_due(T0, batch, "r")
-            async with pool.connection() as conn:
-                conn.pgconn.untrace()
-            trace.seek(0)
-            text = trace.read()
-    finally:
-        await pool.close()
+        claimed, trips = await one.round_trips(lambda: store.claim_due(T0, batch, "r"))
     assert len(claimed) == batch
-    assert round_trips(text) == 3
+    assert trips == 3

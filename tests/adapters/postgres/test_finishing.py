@@ -4,16 +4,14 @@ the same tasks, and the task rows it leaves alone. The semantics are the contrac
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from uuid import uuid4
 
 import pytest
 
-from adapters.postgres import PostgresTaskStore, create_pool
+from adapters.postgres import PostgresTaskStore
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.triggers import IntervalTrigger
-from tests.adapters.postgres.support import SECOND, T0, query, round_trips
+from tests.adapters.postgres.support import SECOND, T0, one_connection, query
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task
@@ -38,11 +36,8 @@ async def claim_seconds(store: PostgresTaskStore, seconds: int) -> list[Run]:
 async def test_a_finish_batch_costs_two_round_trips(
     postgres_backend: PostgresBackend, batch: int
 ) -> None:
-    # One connection, no pool check: every message of the batch is on the traced one.
-    pool = create_pool(postgres_backend.url, min_size=1, max_size=1, check=False)
-    await pool.open(wait=True)
-    try:
-        store = PostgresTaskStore(pool, postgres_backend.schema)
+    async with one_connection(postgres_backend) as one:
+        store = one.store
         for _ in range(batch):
             await store.create_task(
                 make_task(EVERY_SECOND, max_running_instances=10, pause_after_failures=7)
@@ -54,18 +49,9 @@ async def test_a_finish_batch_costs_two_round_trips(
         # The seventh failure pauses every task; one run was no longer running.
         outcomes = [(run.id, ended(RunStatus.FAILED)) for run in chunks[6]]
         outcomes += [(uuid4(), ended(RunStatus.SUCCEEDED)), (runs[0].id, ended(RunStatus.FAILED))]
-        with tempfile.TemporaryFile("w+") as trace:
-            async with pool.connection() as conn:
-                conn.pgconn.trace(os.dup(trace.fileno()))
-            recorded = await store.finish_runs(outcomes)
-            async with pool.connection() as conn:
-                conn.pgconn.untrace()
-            trace.seek(0)
-            text = trace.read()
-    finally:
-        await pool.close()
+        recorded, trips = await one.round_trips(lambda: store.finish_runs(outcomes))
     assert [r.id for r in recorded] == [run.id for run in chunks[6]] + [runs[0].id]
-    assert round_trips(text) == 2
+    assert trips == 2
     [(paused,)] = await query(
         postgres_backend.url,
         "SELECT count(*) FROM {schema}.tasks WHERE NOT enabled AND version = 2",
