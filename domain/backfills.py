@@ -9,6 +9,7 @@ under the backfill's own `overlap`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,9 +18,10 @@ from uuid import UUID
 
 from domain.claims import new_run
 from domain.errors import InvalidRequest
+from domain.events import Event, EventRules, TaskRef, new_event
 from domain.overlap import MAX_QUEUED, Placement, SlotPlan, Slots, plan
 from domain.runs import ClaimedRun, Run, RunStatus
-from domain.tasks import Task
+from domain.tasks import EventType, Task
 from domain.triggers import Calendars, fire_times
 
 MAX_BACKFILL = 1_000
@@ -205,3 +207,46 @@ class BackfillState:
         if self.record.status == "active" and self.pending == 0:
             return "finished"
         return self.record.status
+
+
+def settled(state: BackfillState, now: datetime) -> BackfillRecord | None:
+    """The record of an active backfill none of whose runs waits or runs any more: now
+    `finished`. None while one still does (or when it was settled already): the store
+    calls this under the backfill's row lock, after each write that ends runs of it, so
+    that exactly one transaction finishes it."""
+    if state.record.status != "active" or state.pending > 0:
+        return None
+    return dataclasses.replace(state.record, status="finished", finished_at=now)
+
+
+def settled_at(ended: Iterable[Run]) -> dict[UUID, datetime]:
+    """The backfills of these just ended runs, each with the instant it finishes at
+    should they be its last: the latest end among its runs here."""
+    at: dict[UUID, datetime] = {}
+    for run in ended:
+        if run.backfill_id is not None and run.finished_at is not None:
+            known = at.get(run.backfill_id)
+            at[run.backfill_id] = run.finished_at if known is None else max(known, run.finished_at)
+    return at
+
+
+def finished_event(
+    rules: EventRules, task: TaskRef | None, state: BackfillState, now: datetime
+) -> list[Event]:
+    """`backfill.finished` (docs/events.md) of a backfill that just finished or was
+    cancelled, as `state` stands: its id, status and runs counted by status. None when
+    its task is gone or sends no such event."""
+    if task is None:
+        return []
+    destination = rules.destination(task, EventType.BACKFILL_FINISHED)
+    if destination is None:
+        return []
+    event = new_event(EventType.BACKFILL_FINISHED, task, None, now, destination)
+    data = dict(event.payload["data"])  # type: ignore[arg-type]
+    data["backfill"] = {
+        "id": str(state.record.id),
+        "status": state.record.status,
+        "runs": state.record.runs,
+        "by_status": {status.value: n for status, n in sorted(state.counts.items())},
+    }
+    return [event.model_copy(update={"payload": event.payload | {"data": data}})]

@@ -199,6 +199,7 @@ class EventType(StrEnum):
     RUN_SKIPPED = "run.skipped"
     TASK_AUTO_PAUSED = "task.auto_paused"
     TASK_RECOVERED = "task.recovered"
+    BACKFILL_FINISHED = "backfill.finished"
 
 
 class Notify(_Model):

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from uuid import UUID
 
+from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.slots import Lease, SlotBook
 from adapters.memory.state import copy_task
 from domain.backfills import (
@@ -23,10 +24,14 @@ from domain.backfills import (
     BackfillState,
     backfill_plan,
     backfill_run,
+    finished_event,
     missing,
     new_record,
+    settled,
+    settled_at,
 )
 from domain.errors import BackfillNotFound
+from domain.events import EventRules, TaskRef
 from domain.runs import ClaimedRun, Run, RunStatus
 from domain.tasks import Task
 
@@ -42,6 +47,9 @@ class MemoryBackfills:
         leases: dict[UUID, Lease],
         slots: SlotBook,
         notify: Callable[[], None],
+        tasks: dict[UUID, Task],
+        rules: EventRules,
+        outbox: MemoryOutbox,
     ) -> None:
         self._lock = lock
         self._task = task
@@ -50,6 +58,9 @@ class MemoryBackfills:
         self._slots = slots
         self._notify = notify
         self._records: dict[UUID, BackfillRecord] = {}
+        self._tasks = tasks  # the store's, for the events' task refs
+        self._rules = rules
+        self._outbox = outbox
 
     async def backfill(
         self,
@@ -84,6 +95,8 @@ class MemoryBackfills:
             done = Backfill(backfill_id, kept, made, started)
             record = new_record(task, done, span, overlap, only_missing, now, actor)
             self._records[backfill_id] = record
+            if record.status == "finished":  # nothing of it waits: finished at once
+                self._raise_finished(BackfillState(record, self._counts(backfill_id)), now)
         self._notify()
         return done
 
@@ -92,8 +105,7 @@ class MemoryBackfills:
             record = self._records.get(backfill_id)
             if record is None:
                 raise BackfillNotFound(backfill_id)
-            runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
-            return BackfillState(record, Counter(run.status for run in runs))
+            return BackfillState(record, self._counts(backfill_id))
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         async with self._lock:
@@ -101,10 +113,7 @@ class MemoryBackfills:
             if record is None:
                 raise BackfillNotFound(backfill_id)
             runs = [r for r in self._runs.values() if r.backfill_id == backfill_id]
-            if BackfillState(record, Counter(r.status for r in runs)).status == "active":
-                self._records[backfill_id] = dataclasses.replace(
-                    record, status="cancelled", finished_at=now
-                )
+            active = BackfillState(record, Counter(r.status for r in runs)).status == "active"
             cancelled = 0
             for run in runs:
                 if run.status is RunStatus.QUEUED:
@@ -114,8 +123,34 @@ class MemoryBackfills:
                     lease.cancel_requested = True
                     lease.cancel_reason = STOPPED_BY_BACKFILL
                     cancelled += 1
+            if active:
+                record = dataclasses.replace(record, status="cancelled", finished_at=now)
+                self._records[backfill_id] = record
+                self._raise_finished(BackfillState(record, self._counts(backfill_id)), now)
         self._notify()
         return cancelled
+
+    def settle(self, ended: Iterable[Run]) -> None:
+        """Finish the backfills of the `ended` runs none of whose runs waits or runs any
+        more (`domain.backfills.settled`, at `domain.backfills.settled_at`), each raising
+        `backfill.finished`. The caller holds the store's lock and has just ended them."""
+        for backfill_id, now in settled_at(ended).items():
+            record = self._records.get(backfill_id)
+            if record is None:
+                continue
+            counts = self._counts(backfill_id)
+            done = settled(BackfillState(record, counts), now)
+            if done is not None:
+                self._records[backfill_id] = done
+                self._raise_finished(BackfillState(done, counts), now)
+
+    def _counts(self, backfill_id: UUID) -> Counter[RunStatus]:
+        return Counter(r.status for r in self._runs.values() if r.backfill_id == backfill_id)
+
+    def _raise_finished(self, state: BackfillState, now: datetime) -> None:
+        task = self._tasks.get(state.record.task_id)
+        ref = None if task is None else TaskRef.of(task)
+        self._outbox.add(finished_event(self._rules, ref, state, now))
 
     def _succeeded(self, task_id: UUID) -> set[datetime]:
         return {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from adapters.memory.outbox import MemoryOutbox
@@ -24,6 +25,9 @@ from domain.outcomes import finished
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import Task
 
+if TYPE_CHECKING:
+    from adapters.memory.backfills import MemoryBackfills
+
 
 class MemoryStoreBase:
     """The state the parts of the store share (set by `InMemoryTaskStore.__init__`), and
@@ -40,6 +44,7 @@ class MemoryStoreBase:
     _history: dict[UUID, list[TaskVersion]]  # by task id, oldest first
     _slots: SlotBook
     _calendars: dict[str, StoredCalendar]  # by name
+    backfills: MemoryBackfills
 
     def _check_calendar_named(self, task: Task) -> None:
         """A task write naming a calendar that is not stored is a 422 (callers hold the

@@ -54,7 +54,15 @@ class InMemoryTaskStore(
         self._slots = SlotBook(self._runs, self._leases)
         self._calendars: dict[str, StoredCalendar] = {}  # by name
         self.backfills = MemoryBackfills(
-            self._lock, self._task, self._runs, self._leases, self._slots, self.notifier.notify
+            self._lock,
+            self._task,
+            self._runs,
+            self._leases,
+            self._slots,
+            self.notifier.notify,
+            self._tasks,
+            self._rules,
+            self.outbox,
         )
 
     def new_waker(self) -> InMemoryWaker:

@@ -7,6 +7,7 @@ Rows go in with one statement however many runs a backfill makes (arrays, unnest
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -17,6 +18,7 @@ from uuid import UUID
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
+from adapters.postgres.backfill_ends import counts_of, raise_finished
 from adapters.postgres.rows import to_task
 from adapters.postgres.slots import SlotWrites, lock_leases, read_slots
 from domain.backfills import (
@@ -33,6 +35,7 @@ from domain.backfills import (
     new_record,
 )
 from domain.errors import BackfillNotFound, TaskNotFound
+from domain.events import EventRules
 from domain.runs import ClaimedRun, RunStatus
 
 _SUCCEEDED = """
@@ -114,11 +117,15 @@ class PostgresBackfills:
         q: dict[str, bytes],
         schema: str,
         wake_cancels: Callable[[AsyncConnection[Any], list[UUID]], Any],
+        rules: EventRules,
+        ends: dict[str, bytes],
     ) -> None:
         self._transaction = transaction
         self._q = q
         self._schema = schema
         self._wake_cancels = wake_cancels
+        self._rules = rules
+        self._ends = ends  # adapters.postgres.backfill_ends.statements
         ident = sql.Identifier(schema)
         self._sql = {
             name: sql.SQL(body).format(schema=ident).as_bytes(None)
@@ -181,6 +188,9 @@ class PostgresBackfills:
             placed = Backfill(backfill_id, kept, made, [])
             record = new_record(task, placed, span, overlap, only_missing, now, actor)
             await conn.execute(self._sql["insert_record"], _record_params(record))
+            if record.status == "finished":  # nothing of it waits: finished at once
+                state = BackfillState(record, Counter(c.run.status for c in made))
+                await raise_finished(conn, self._ends, self._schema, self._rules, [(state, now)])
         return Backfill(backfill_id, kept, made, await writes.started(started_cur))
 
     async def get_backfill(self, backfill_id: UUID) -> BackfillState:
@@ -196,14 +206,16 @@ class PostgresBackfills:
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         async with self._transaction() as conn:
-            found = await conn.execute(self._sql["lock_record"], {"backfill_id": backfill_id})
-            if await found.fetchone() is None:
-                raise BackfillNotFound(backfill_id)
+            # The runs first, then the backfill's row: the order a transaction ending
+            # its runs takes them (adapters.postgres.backfill_ends).
             cur = await conn.execute(self._sql["lock_runs"], {"backfill_id": backfill_id})
             rows = await cur.fetchall()
-            if any(status in ("queued", "running") for _, status in rows):
-                params = {"backfill_id": backfill_id, "now": now}
-                await conn.execute(self._sql["mark_cancelled"], params)
+            locked = conn.cursor(row_factory=dict_row)
+            await locked.execute(self._sql["lock_record"], {"backfill_id": backfill_id})
+            found = await locked.fetchone()
+            if found is None:
+                raise BackfillNotFound(backfill_id)
+            record = BackfillRecord(**found)
             queued = sum(1 for _, status in rows if status == "queued")
             running = [run_id for run_id, status in rows if status == "running"]
             params = {"backfill_id": backfill_id, "now": now, "error": CANCELLED_BY_BACKFILL}
@@ -212,6 +224,13 @@ class PostgresBackfills:
                 params = {"run_ids": running, "reason": STOPPED_BY_BACKFILL}
                 await conn.execute(self._sql["stop_running"], params)
                 await self._wake_cancels(conn, running)
+            if record.status == "active" and (queued or running):
+                params = {"backfill_id": backfill_id, "now": now}
+                await conn.execute(self._sql["mark_cancelled"], params)
+                counts = (await counts_of(conn, self._ends, [backfill_id]))[backfill_id]
+                cancelled = dataclasses.replace(record, status="cancelled", finished_at=now)
+                state = BackfillState(cancelled, counts)
+                await raise_finished(conn, self._ends, self._schema, self._rules, [(state, now)])
         return queued + len(running)
 
 

@@ -22,6 +22,7 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.postgres.backfill_ends import statements as backfill_statements
 from adapters.postgres.backfills import PostgresBackfills
 from adapters.postgres.calendars import PostgresCalendars, calendar_statements
 from adapters.postgres.cancels import Cancels
@@ -64,7 +65,10 @@ class PostgresTaskStore(
         self._calendar_cache = {}
         self.tasks_channel, self.cancel_channel = channels(schema)
         self._queues = Queues(self._q, schema, valid_task)
-        self.backfills = PostgresBackfills(self._transaction, self._q, schema, self._wake_cancels)
+        self._b = backfill_statements(schema)
+        self.backfills = PostgresBackfills(
+            self._transaction, self._q, schema, self._wake_cancels, self._rules, self._b
+        )
 
     async def _wake_cancels(self, conn: AsyncConnection[Any], run_ids: list[UUID]) -> None:
         for run_id in run_ids:

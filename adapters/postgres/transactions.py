@@ -35,6 +35,7 @@ class PostgresStoreBase:
     _pool: AsyncConnectionPool[Any]
     schema: str
     _rules: EventRules
+    _b: dict[str, bytes]  # adapters.postgres.backfill_ends.statements
     outbox: PostgresOutbox
     _q: dict[str, bytes]
     _c: dict[str, bytes]  # the calendar statements (adapters.postgres.calendars)

@@ -191,4 +191,4 @@ def test_notify_lists_each_event_once_and_at_least_one() -> None:
     with pytest.raises(ValueError):
         Notify(url="http://t.test/", events=[])
     with pytest.raises(ValueError):
-        Notify(url="http://t.test/", events=["backfill.finished"])
+        Notify(url="http://t.test/", events=["backfill.started"])

@@ -269,3 +269,30 @@ async def test_a_backfill_that_made_no_runs_is_read_and_cancelled(
 async def test_an_unknown_backfill_is_a_404_problem(client: Client, ref: str) -> None:
     assert_problem(await client.get(f"/backfills/{ref}"), 404)
     assert_problem(await client.post(f"/backfills/{ref}/cancel"), 404)
+
+
+async def test_a_finished_backfill_sends_backfill_finished_once(
+    api: Client, recording_target: RecordingTarget
+) -> None:
+    notify = {"url": recording_target.url("/team"), "events": ["backfill.finished"]}
+    body = utc_daily(recording_target.url("/job"), notify=notify)
+    assert (await api.post("/tasks", json=body)).status_code == 201
+    answer = (
+        await api.post("/tasks/nightly-report/backfill", json=span(daily_occurrences(2)))
+    ).json()
+
+    async def told() -> list[Any] | None:
+        calls = recording_target.received("/team")
+        return calls if calls else None
+
+    (call,) = await eventually(told, "the backfill.finished event at the team's hook")
+    event = call.json()
+    assert event["type"] == "backfill.finished"
+    assert event["data"]["backfill"] == {
+        "id": answer["backfill_id"],
+        "status": "finished",
+        "runs": 2,
+        "by_status": {"succeeded": 2},
+    }
+    listed = (await api.get("/events")).json()["items"]
+    assert [e["type"] for e in listed] == ["backfill.finished"]

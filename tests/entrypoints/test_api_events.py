@@ -53,6 +53,7 @@ async def test_notify_is_stored_returned_and_defaults_to_every_event(
         "run.skipped",
         "task.auto_paused",
         "task.recovered",
+        "backfill.finished",
     ]
     assert notify["auth"] == {"type": "none"}
     assert (await client.get("/tasks/nightly-report")).json()["notify"] == notify
