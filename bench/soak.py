@@ -224,7 +224,7 @@ class Soak:
                     victim.kill()
                     self.orphaned.append((victim.name, time.time()))
                     # Started again beside the plan: a start takes seconds on a loaded machine.
-                    restart = threading.Thread(target=victim.start, daemon=True)
+                    restart = threading.Thread(target=victim.restart, daemon=True)
                     restart.start()
                     self._restarts.append(restart)
                 else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,19 @@ class Replica:
         self.servers.append(server)
         self.server = server.start()
         self.down = False
+
+    def restart(self, tries: int = 5) -> None:
+        """Start again after a kill, trying again when a start fails: `serve` exits 69
+        while the database is out of reach (a restart or a blackhole under way), and a
+        loaded machine can take longer than LiveServer waits."""
+        for attempt in range(1, tries + 1):
+            try:
+                self.start()
+                return
+            except AssertionError:
+                if attempt == tries:
+                    raise
+                time.sleep(2.0)
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.server.process is not None
