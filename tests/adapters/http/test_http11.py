@@ -9,7 +9,7 @@ import pytest
 from adapters.http.guard import OutboundGuard
 from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
-from tests.adapters.http.builders import make_run, make_task
+from tests.adapters.http.builders import http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.adapters.http.test_transport import ScriptedServer, server
 
@@ -24,7 +24,7 @@ async def test_an_informational_answer_is_skipped(
         False,
     )
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
 
@@ -37,7 +37,7 @@ async def test_a_body_cut_short_by_the_server_is_an_error(
 ) -> None:
     server.answer = lambda _: (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", True)
     executor = make_executor()
-    task = make_task(server.url())
+    task = http_task(server.url())
 
     outcome = await executor.execute(task, make_run(task), None)
 
