@@ -17,6 +17,7 @@ from application.ports import RunFilter, TaskStore
 from domain.errors import InvalidRequest
 from domain.explain import (
     Explanation,
+    backfilled,
     from_runs,
     latest_fire_at_or_before,
     not_scheduled,
@@ -57,7 +58,7 @@ async def explain(
     task_id = await task_id_of(store, find_task, ref)
     in_force = await store.task_version_at(task_id, at)
     if in_force is None:
-        return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
+        return await _before_the_task(store, task_id, at)
     spec = spec_of(in_force)
     if spec is None:
         return not_scheduled(None, f"the task was deleted at {stamp(in_force.at)}", in_force)
@@ -71,15 +72,20 @@ async def explain(
         detail = f"the trigger in force at {stamp(at)} had no fire time at or before it"
         return not_scheduled(None, detail, in_force)
     then = await store.task_version_at(task_id, occurrence)
-    if then is None:
-        return not_scheduled(occurrence, f"the task did not exist at {stamp(occurrence)}", None)
-    spec_then = spec_of(then)
-    if spec_then is not None and not spec_then.enabled:
+    spec_then = None if then is None else spec_of(then)
+    if then is None or (spec_then is not None and not spec_then.enabled):
+        # Not scheduled then; but a backfill may have run the occurrence since.
+        made = backfilled(await _runs(store, _at(task_id, occurrence)))
+        if made:
+            return from_runs(occurrence, made, None, spec, [], in_force.version)
+        if then is None:
+            detail = f"the task did not exist at {stamp(occurrence)}"
+            return not_scheduled(occurrence, detail, None)
         resumed = await _next_version(store, task_id, then)
         return not_scheduled(occurrence, paused_detail(then, resumed), then)
     if occurrence > now:
         return not_scheduled(occurrence, f"{stamp(occurrence)} is not due yet", in_force)
-    runs = await _runs(store, RunFilter(task_id=task_id, since=occurrence, until=occurrence))
+    runs = await _runs(store, _at(task_id, occurrence))
     later = None
     if not runs:
         window = RunFilter(
@@ -89,6 +95,26 @@ async def explain(
         later = after[-1] if after else None  # newest first: the last is the next one
     in_flight = await _in_flight(store, task_id, runs[0]) if runs else []
     return from_runs(occurrence, runs, later, spec, in_flight, in_force.version)
+
+
+async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -> Explanation:
+    """An instant before the task existed: nothing was scheduled then, but a backfill
+    may have run the occurrence since, under the trigger the task was created with."""
+    versions = await store.task_history(task_id, None, 1000)  # newest first
+    first = versions[-1] if versions else None
+    spec = None if first is None else spec_of(first)
+    if first is not None and spec is not None:
+        calendars = await calendars_for(store, spec.trigger, strict=False)
+        occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
+        if occurrence is not None:
+            made = backfilled(await _runs(store, _at(task_id, occurrence)))
+            if made:
+                return from_runs(occurrence, made, None, spec, [], first.version)
+    return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
+
+
+def _at(task_id: UUID, occurrence: datetime) -> RunFilter:
+    return RunFilter(task_id=task_id, since=occurrence, until=occurrence)
 
 
 async def _runs(store: TaskStore, run_filter: RunFilter) -> list[Run]:

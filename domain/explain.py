@@ -154,8 +154,27 @@ def from_runs(
         return Explanation(
             occurrence, Verdict.MISSED, "missed: no run was recorded for it", [], version
         )
+    runs = standing(runs)
     run = runs[0]
-    return Explanation(occurrence, *_of_run(run, spec, in_flight), runs, version)
+    verdict, detail = _of_run(run, spec, in_flight)
+    if run.backfill_id is not None:
+        detail += f" (backfill {run.backfill_id}"
+        if len(runs) > 1:
+            detail += f"; before it, run {runs[1].id} was {runs[1].status.value}"
+        detail += ")"
+    return Explanation(occurrence, verdict, detail, runs, version)
+
+
+def standing(runs: list[Run]) -> list[Run]:
+    """The runs recorded for one occurrence, the one that stands for it first: the last
+    claimed, so that a backfill's run stands for an occurrence whose scheduled run
+    failed or was missed (docs/policies.md, "Backfill"); ties keep their order."""
+    return sorted(runs, key=lambda run: run.claimed_at, reverse=True)
+
+
+def backfilled(runs: list[Run]) -> list[Run]:
+    """Those of an occurrence's runs that a backfill made."""
+    return [run for run in runs if run.backfill_id is not None]
 
 
 def _late(run: Run) -> int:
