@@ -83,14 +83,14 @@ async def test_backfill_then_explain(server: LiveServer, recording_target: Recor
     assert keys == [f"{task['id']}:{int(at.timestamp())}" for at in past]
 
     # A read-only token is enough to ask why. The task was created after the
-    # occurrence, which is what explain says of it (docs/api.md, "explain").
+    # occurrence, but the backfill ran it: its run stands for it (docs/api.md, "explain").
     result = run_cli(
         "explain", "daily-export", "--at", z(past[-1]), *url_of(server), "--token", VIEWER
     )
     assert result.returncode == 0, result.stderr
     verdict, detail = result.stdout.splitlines()[:2]
-    assert verdict.startswith("not_scheduled: ")
-    assert detail.startswith("not scheduled: the task did not exist")
+    assert verdict.startswith("ran: ")
+    assert detail.startswith("ran: run ") and "(backfill " in detail
 
 
 def test_exit_codes(server: LiveServer, recording_target: RecordingTarget) -> None:
