@@ -29,6 +29,7 @@ this one (the pool and the httpx transport over it).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections import deque
@@ -57,7 +58,7 @@ class _Pool:
     def __init__(
         self,
         backend: GuardedNetworkBackend,
-        ssl_context: ssl.SSLContext,
+        ssl_context: ssl.SSLContext | None,
         *,
         max_connections: int,
         keepalive_expiry: float,
@@ -115,7 +116,8 @@ class _Pool:
         if scheme == b"https":
             sni = request.extensions.get("sni_hostname") or host
             try:
-                await stream.start_tls(self._ssl_context, sni, seconds)
+                context = self._ssl_context or default_ssl_context()
+                await stream.start_tls(context, sni, seconds)
             except BaseException:
                 stream.close()
                 raise
@@ -229,6 +231,15 @@ class Body(httpx.AsyncByteStream):
             self._pool.release(self._connection)
 
 
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """httpx's default context (certifi's roots), made at the first https connection
+    and shared: loading the roots costs milliseconds, and plain http needs none."""
+    context = httpx.create_ssl_context()
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
 class GuardedTransport(httpx.AsyncBaseTransport):
     """A pooled HTTP/1.1 transport that never connects to an address the guard denies."""
 
@@ -240,11 +251,11 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         ssl_context: ssl.SSLContext | None = None,
         keepalive_expiry: float = 5.0,
     ) -> None:
-        context = ssl_context or httpx.create_ssl_context()
-        context.set_alpn_protocols(["http/1.1"])
+        if ssl_context is not None:
+            ssl_context.set_alpn_protocols(["http/1.1"])
         self._pool = _Pool(
             GuardedNetworkBackend(guard),
-            context,
+            ssl_context,
             max_connections=max_connections,
             keepalive_expiry=keepalive_expiry,
         )
