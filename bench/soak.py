@@ -136,9 +136,9 @@ class Soak:
         began = time.monotonic()
         try:
             self.replicas = [Replica(f"replica-{k}", environ) for k in range(self.o.replicas)]
-            self.replicas[0].start()  # the first makes the schema; the others start beside
+            self.replicas[0].restart()  # the first makes the schema; the others start beside
             with ThreadPoolExecutor(len(self.replicas)) as pool:
-                list(pool.map(Replica.start, self.replicas[1:]))
+                list(pool.map(Replica.restart, self.replicas[1:]))
             phases = {"fleet": time.monotonic()}
             self._create(task_specs(self.target, self.o.scale))
             self._create(once_specs(self.target, self.o.scale))

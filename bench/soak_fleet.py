@@ -34,9 +34,9 @@ class Replica:
         self.down = False
 
     def restart(self, tries: int = 5) -> None:
-        """Start again after a kill, trying again when a start fails: `serve` exits 69
-        while the database is out of reach (a restart or a blackhole under way), and a
-        loaded machine can take longer than LiveServer waits."""
+        """Start (at first, or again after a kill), trying again when a start fails:
+        `serve` exits 69 while the database is out of reach (a restart or a blackhole
+        under way), and a loaded machine can take longer than LiveServer waits."""
         for attempt in range(1, tries + 1):
             try:
                 self.start()
