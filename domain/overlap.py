@@ -179,6 +179,13 @@ def claim_reads_queue(task: Task) -> bool:
     return task.overlap != "skip"
 
 
+def may_free_for_queue(task: Task, backfill_id: UUID | None) -> bool:
+    """Whether a run's end may start a queued run of its task: its task queues, or it is
+    a backfill's run (a backfill queues even on `skip`). Such an outcome is recorded at
+    once rather than waiting for company, so the queue moves at the target's pace."""
+    return backfill_id is not None or claim_reads_queue(task)
+
+
 @dataclass(frozen=True, slots=True)
 class SlotPlan:
     """What one claim of a task does with its slots: how many queued runs start first
@@ -205,6 +212,16 @@ def plan(overlap: str, slots: Slots, statuses: list[RunStatus]) -> SlotPlan:
         slots = slots.after(placement)
         placements.append(placement)
     return SlotPlan(starting, tuple(placements))
+
+
+def starts_as_claimed(slots: Slots, statuses: list[RunStatus]) -> bool:
+    """Whether `plan` would leave a claim as the claim rule decided it: one occurrence,
+    nothing queued, and a free slot if it is to be called (it starts). The claim path
+    of a task on the default policies, where a store may skip planning: `plan` gives the
+    same answer, as tests/domain/test_overlap.py checks."""
+    if len(statuses) != 1 or slots.queued:
+        return False
+    return statuses[0] is not RunStatus.RUNNING or slots.in_flight < slots.limit
 
 
 def queue_count_bound(task: Task) -> int:

@@ -31,6 +31,7 @@ from domain.overlap import (
     plan,
     queue_count_bound,
     replaced_by,
+    starts_as_claimed,
 )
 from domain.overlap import start_fields as domain_start_fields
 from domain.runs import ClaimedRun, Run, RunStatus
@@ -195,7 +196,11 @@ def place_claim(
     """Carry out the slot plan of one claim of `task`: the queued runs it starts go to
     `writes`, and the runs of `occurrences` (status, scheduled_for, coalesced, oldest
     first) are returned as placed, for `record_claims`."""
-    slot_plan = plan(task.overlap, read.slots, [status for status, _, _ in occurrences])
+    statuses = [status for status, _, _ in occurrences]
+    if starts_as_claimed(read.slots, statuses):  # a default task's claim: nothing to plan
+        status, scheduled_for, coalesced = occurrences[0]
+        return [new_run(task, now, replica, status, scheduled_for, coalesced)]
+    slot_plan = plan(task.overlap, read.slots, statuses)
     started = read.heads[: slot_plan.start_queued]
     writes.start_runs(task, started, now, replica)
     stoppable = deque([*read.stoppable, *started])

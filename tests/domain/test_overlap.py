@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from domain.backfills import check_overlap
 from domain.errors import InvalidRequest
@@ -18,6 +20,7 @@ from domain.overlap import (
     dropped_queue,
     place,
     plan,
+    starts_as_claimed,
 )
 from domain.runs import RunStatus
 from domain.triggers import IntervalTrigger
@@ -104,3 +107,37 @@ def test_a_backfill_queues_on_a_skip_task_but_not_on_a_paused_one() -> None:
         check_overlap(task.model_copy(update={"enabled": False}), "buffer_all")
     assert raised.value.field == "overlap"
     check_overlap(task.model_copy(update={"enabled": False}), "allow_all")
+
+
+_statuses = st.lists(st.sampled_from([RUN, MISSED, RunStatus.SKIPPED]), min_size=1, max_size=3)
+
+
+@given(
+    overlap=st.sampled_from(["skip", "buffer_one", "buffer_all", "replace"]),
+    limit=st.integers(1, 4),
+    in_flight=st.integers(0, 5),
+    queued=st.integers(0, 3),
+    statuses=_statuses,
+)
+def test_the_default_claims_shortcut_is_what_plan_decides(
+    overlap: str, limit: int, in_flight: int, queued: int, statuses: list[RunStatus]
+) -> None:
+    """A store that skips planning when `starts_as_claimed` says so (the claim path of a
+    default task) records exactly what `plan` would have: nothing queued starts, an
+    occurrence to call starts, any other keeps the status the claim rule gave it."""
+    slots = Slots(limit, in_flight, queued, replaceable=in_flight)
+    if not starts_as_claimed(slots, statuses):
+        return
+    planned = plan(overlap, slots, statuses)
+    assert planned.start_queued == 0
+    assert [p.status if p else s for p, s in zip(planned.placements, statuses, strict=True)] == (
+        statuses
+    )
+
+
+def test_the_shortcut_is_not_taken_when_a_slot_or_the_queue_matters() -> None:
+    assert starts_as_claimed(Slots(1, 0), [RUN])
+    assert starts_as_claimed(Slots(1, 1), [MISSED])
+    assert not starts_as_claimed(Slots(1, 1), [RUN])  # no slot: skip, queue or replace
+    assert not starts_as_claimed(Slots(2, 0, queued=1), [RUN])  # the queue goes first
+    assert not starts_as_claimed(Slots(2, 0), [MISSED, RUN])  # catch-up: several placed
