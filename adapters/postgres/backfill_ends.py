@@ -34,6 +34,16 @@ FROM {schema}.backfills
 WHERE id = ANY(%(ids)s::uuid[]) AND status = 'active'
 ORDER BY id FOR UPDATE
 """,
+    # Which of these backfills still have a run queued or running: read newest first
+    # from runs_backfill_idx, the first such run answers (the queue starts oldest first,
+    # so a backfill's newest runs are the last to end), never a count of all its runs.
+    "pending": """
+SELECT b.id FROM unnest(%(ids)s::uuid[]) AS b (id)
+WHERE EXISTS (
+    SELECT 1 FROM {schema}.runs AS r
+    WHERE r.backfill_id = b.id AND r.status IN ('queued', 'running')
+)
+""",
     "counts": """
 SELECT backfill_id, status, count(*) FROM {schema}.runs
 WHERE backfill_id = ANY(%(ids)s::uuid[]) GROUP BY backfill_id, status
@@ -104,9 +114,15 @@ async def settle(
     ending = settled_at(ended)
     if not ending:
         return
+    ids = sorted(ending)
     cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(q["lock_active"], {"ids": sorted(ending)})
+    await cur.execute(q["lock_active"], {"ids": ids})
+    # Sent with the lock, run after it (so it sees the other replicas' ends committed
+    # before the lock was ours): each run's end costs no count of the whole backfill.
+    pending = await conn.execute(q["pending"], {"ids": ids})
     records = [BackfillRecord(**row) for row in await cur.fetchall()]
+    waiting = {backfill_id for (backfill_id,) in await pending.fetchall()}
+    records = [record for record in records if record.id not in waiting]
     if not records:
         return
     counts = await counts_of(conn, q, [r.id for r in records])
