@@ -14,6 +14,7 @@ the task's failure count) and prints the outcomes recorded per second (at batch 
 the first 2,000 runs only). The schema is dropped at the end.
 
     python bench/claim.py [--tasks N] [--url URL] [--only claims|outcomes]
+        [--batch B ...] [--claimers C ...]
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database.
@@ -81,7 +82,10 @@ async def reset(conn: psycopg.AsyncConnection, schema: str) -> None:
         await conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, table)))
 
 
-async def claim_all(url: str, schema: str, batch: int, replica: str, start: Barrier) -> int:
+async def claim_all(
+    url: str, schema: str, batch: int, replica: str, start: Barrier
+) -> tuple[int, float]:
+    """How many occurrences this claimer claimed, and the CPU seconds it spent on them."""
     pool = create_pool(url, min_size=1, max_size=1)
     await pool.open(wait=True)
     try:
@@ -89,24 +93,32 @@ async def claim_all(url: str, schema: str, batch: int, replica: str, start: Barr
         await store.claim_due(T0 - timedelta(days=1), batch, replica)  # warm up: none due
         start.wait()
         claimed = 0
+        cpu = time.process_time()
         while found := await store.claim_due(NOW, batch, replica):
             claimed += len(found)
-        return claimed
+        return claimed, time.process_time() - cpu
     finally:
         await pool.close()
 
 
 def claimer(
-    url: str, schema: str, batch: int, replica: str, start: Barrier, out: Queue[tuple[int, float]]
+    url: str,
+    schema: str,
+    batch: int,
+    replica: str,
+    start: Barrier,
+    out: Queue[tuple[int, float, float]],
 ) -> None:
-    claimed = asyncio.run(claim_all(url, schema, batch, replica, start))
-    out.put((claimed, time.perf_counter()))
+    claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start))
+    out.put((claimed, time.perf_counter(), cpu))
 
 
-def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> float:
-    """Occurrences per second from the moment every claimer is ready to the last one's end."""
+def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> tuple[float, float]:
+    """Occurrences per second from the moment every claimer is ready to the last one's
+    end, and the claimers' CPU seconds per occurrence (the Python side of the claim path,
+    which a loaded machine disturbs less than the rate)."""
     start = mp.Barrier(claimers + 1)
-    out: Queue[tuple[int, float]] = mp.Queue()
+    out: Queue[tuple[int, float, float]] = mp.Queue()
     procs = [
         mp.Process(target=claimer, args=(url, schema, batch, f"bench:{i}", start, out))
         for i in range(claimers)
@@ -118,10 +130,11 @@ def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> flo
     results = [out.get() for _ in procs]
     for proc in procs:
         proc.join()
-    claimed = sum(n for n, _ in results)
+    claimed = sum(n for n, _, _ in results)
     if claimed != count:
         raise SystemExit(f"claimed {claimed} occurrences of {count}")
-    return float(count / (max(end for _, end in results) - began))
+    rate = float(count / (max(end for _, end, _ in results) - began))
+    return rate, sum(cpu for _, _, cpu in results) / count
 
 
 async def running_runs(url: str, schema: str, limit: int) -> list[uuid.UUID]:
@@ -226,15 +239,25 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("claims", "outcomes"), help="measure one of the two paths"
     )
+    parser.add_argument(
+        "--batch", type=int, action="append", help="claim batch sizes (default: 1 10 100 500)"
+    )
+    parser.add_argument(
+        "--claimers", type=int, action="append", help="concurrent claimers (default: 1 3)"
+    )
     args = parser.parse_args()
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(prepare(args.url, schema, args.tasks))
     try:
-        for claimers in CLAIMERS if args.only != "outcomes" else ():
-            for batch in BATCHES:
+        for claimers in (args.claimers or CLAIMERS) if args.only != "outcomes" else ():
+            for batch in args.batch or BATCHES:
                 asyncio.run(again(args.url, schema))
-                rate = measure(args.url, schema, claimers, batch, args.tasks)
-                print(f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s", flush=True)
+                rate, cpu = measure(args.url, schema, claimers, batch, args.tasks)
+                print(
+                    f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s,"
+                    f" client CPU {cpu * 1e6:,.0f} us/occurrence",
+                    flush=True,
+                )
         for writers in WRITERS if args.only != "claims" else ():
             for batch in FINISH_BATCHES:
                 rate = measure_finish(args.url, schema, writers, batch, args.tasks)
