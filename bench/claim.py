@@ -5,8 +5,10 @@ with a target URL of its own), then,
 for 1 and 3 concurrent claimers and batch sizes 1, 10, 100 and 500, claims every task
 once through `PostgresTaskStore.claim_due` (the full path: select and lock, the claim
 rule, lease locks and counts, task updates, run and lease rows) and prints the
-occurrences claimed per second, one figure per line. Each claimer is a process of its
-own with its own pool, as replicas are.
+occurrences claimed per second and the claimers' CPU per occurrence, one line per
+setting; beside it, the raw claim's rate in the same run (the bare `FOR UPDATE SKIP
+LOCKED` statement that advances the tasks, no runs: the machine's limit). Each claimer
+is a process of its own with its own pool, as replicas are.
 
 Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records an outcome
 (succeeded) for every run through `PostgresTaskStore.finish_runs` (the run, its lease,
@@ -101,6 +103,30 @@ async def claim_all(
         await pool.close()
 
 
+# The raw claim: the one statement every claim is built on (lock a batch of due tasks,
+# earliest first, skipping locked rows, and advance them), with no run, lease or Python
+# rule. Its rate is this machine's limit for the claim path.
+RAW_CLAIM = """
+WITH due AS (
+    SELECT id FROM {}.tasks WHERE enabled AND next_run_at <= %(now)s
+    ORDER BY next_run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
+UPDATE {}.tasks AS t SET next_run_at = t.next_run_at + interval '1 hour'
+FROM due WHERE t.id = due.id
+"""
+
+
+async def raw_claim_all(url: str, schema: str, batch: int, start: Barrier) -> tuple[int, float]:
+    query = sql.SQL(RAW_CLAIM).format(sql.Identifier(schema), sql.Identifier(schema))
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        start.wait()
+        claimed = 0
+        cpu = time.process_time()
+        while (cur := await conn.execute(query, {"now": NOW, "limit": batch})).rowcount:
+            claimed += cur.rowcount
+        return claimed, time.process_time() - cpu
+
+
 def claimer(
     url: str,
     schema: str,
@@ -109,18 +135,26 @@ def claimer(
     start: Barrier,
     out: Queue[tuple[int, float, float]],
 ) -> None:
-    claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start))
+    if replica.startswith("raw"):
+        claimed, cpu = asyncio.run(raw_claim_all(url, schema, batch, start))
+    else:
+        claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start))
     out.put((claimed, time.perf_counter(), cpu))
 
 
-def measure(url: str, schema: str, claimers: int, batch: int, count: int) -> tuple[float, float]:
+def measure(
+    url: str, schema: str, claimers: int, batch: int, count: int, *, raw: bool = False
+) -> tuple[float, float]:
     """Occurrences per second from the moment every claimer is ready to the last one's
     end, and the claimers' CPU seconds per occurrence (the Python side of the claim path,
     which a loaded machine disturbs less than the rate)."""
     start = mp.Barrier(claimers + 1)
     out: Queue[tuple[int, float, float]] = mp.Queue()
     procs = [
-        mp.Process(target=claimer, args=(url, schema, batch, f"bench:{i}", start, out))
+        mp.Process(
+            target=claimer,
+            args=(url, schema, batch, f"{'raw' if raw else 'bench'}:{i}", start, out),
+        )
         for i in range(claimers)
     ]
     for proc in procs:
@@ -253,9 +287,12 @@ def main() -> None:
             for batch in args.batch or BATCHES:
                 asyncio.run(again(args.url, schema))
                 rate, cpu = measure(args.url, schema, claimers, batch, args.tasks)
+                asyncio.run(again(args.url, schema))
+                raw, _ = measure(args.url, schema, claimers, batch, args.tasks, raw=True)
                 print(
                     f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s,"
-                    f" client CPU {cpu * 1e6:,.0f} us/occurrence",
+                    f" client CPU {cpu * 1e6:,.0f} us/occurrence;"
+                    f" raw claim {raw:,.0f} rows/s",
                     flush=True,
                 )
         for writers in WRITERS if args.only != "claims" else ():
