@@ -24,7 +24,11 @@ class Cancels(MemoryStoreBase):
         async with self._lock:
             run = self._run(run_id)
             if run.status is RunStatus.QUEUED:
-                return self._slots.cancel_queued(run_id, datetime.now(UTC), CANCELLED_BY_REQUEST)
+                cancelled = self._slots.cancel_queued(
+                    run_id, datetime.now(UTC), CANCELLED_BY_REQUEST
+                )
+                self.backfills.settle([cancelled])  # it may have been its backfill's last
+                return cancelled
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
             lease = self._leases.get(run_id)

@@ -49,7 +49,7 @@ class RunEnds(MemoryStoreBase, RunEndsBase):
                     self._history.setdefault(task_id, []).append(auto_paused(task))
             self.outbox.add(outcome_events(self._rules, self._refs(ended), before, ended))
             started = self._refill({run.task_id for run in ended}, starting)
-            self.backfills.settle(ended)
+            self.backfills.settle([*ended, *self._slots.take_dropped()])
         if any(count.paused for count in counted.values()):
             self.notifier.notify()
         return Freed(recorded, started)
@@ -84,5 +84,5 @@ class RunEnds(MemoryStoreBase, RunEndsBase):
                     lost.append(failed)
             self.outbox.add(outcome_events(self._rules, self._refs(lost), {}, lost))
             started = self._refill({run.task_id for run in lost}, starting)
-            self.backfills.settle(lost)
+            self.backfills.settle([*lost, *self._slots.take_dropped()])
         return Freed(lost, started)

@@ -50,6 +50,7 @@ class RunStarts(MemoryStoreBase):
                 claimed += runs
             # Events: with the claims they tell of, under the same lock.
             self.outbox.add(claim_events(self._rules, claimed))
+            self.backfills.settle(self._slots.take_dropped())  # queued runs replaced
             replaced, self._slots.asked_to_stop = self._slots.asked_to_stop, False
         if replaced:  # the engines running the replaced runs stop them
             self.notifier.notify()

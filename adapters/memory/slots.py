@@ -57,6 +57,9 @@ class SlotBook:
         self._leases = leases
         self._queues: dict[UUID, list[tuple[datetime, UUID]]] = {}  # by task, oldest first
         self.asked_to_stop = False  # since the store last looked: it wakes the engines
+        # Queued runs a claim or a refill cancelled, since the store last looked: each
+        # may have been its backfill's last (`take_dropped`).
+        self._dropped: list[Run] = []
 
     # -- reading ----------------------------------------------------------------------
 
@@ -130,7 +133,9 @@ class SlotBook:
             if placement is Placement.REPLACE_RUNNING:
                 self._ask_to_stop(stoppable.popleft(), replaced_by(run.id))
             elif placement is Placement.REPLACE_QUEUED:
-                self.cancel_queued(waiting.popleft(), now, replaced_by(run.id))
+                self._dropped.append(
+                    self.cancel_queued(waiting.popleft(), now, replaced_by(run.id))
+                )
             if placement is Placement.START:
                 stoppable.append(run.id)
             elif run.status is RunStatus.QUEUED:
@@ -159,12 +164,18 @@ class SlotBook:
                 continue
             drop = dropped_queue(task)
             if drop is not None:
-                self.cancel_queue(task.id, now, drop)
+                self._dropped += self.cancel_queue(task.id, now, drop)
                 if drop.backfilled:
                     continue
             slots = self.slots(task, now)
             started += self.start(task, now, replica, plan(task.overlap, slots, []).start_queued)
         return started
+
+    def take_dropped(self) -> list[Run]:
+        """The queued runs claims and refills cancelled since the last call, for the
+        store to finish the backfills they may have ended, under the same lock."""
+        dropped, self._dropped = self._dropped, []
+        return dropped
 
     # -- internals --------------------------------------------------------------------
 

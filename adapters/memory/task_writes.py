@@ -70,7 +70,7 @@ class TaskWrites(MemoryStoreBase):
         self._tasks[updated.id] = updated
         self._history.setdefault(updated.id, []).append(changed(stored, updated, actor))
         if (drop := dropped_queue(updated)) is not None:
-            self._slots.cancel_queue(updated.id, updated.updated_at, drop)
+            self.backfills.settle(self._slots.cancel_queue(updated.id, updated.updated_at, drop))
         return updated
 
     async def delete_task(
@@ -84,9 +84,10 @@ class TaskWrites(MemoryStoreBase):
         task = self._task(task_id)
         when = truncate(at or datetime.now(UTC))
         self._history.setdefault(task_id, []).append(deleted(task, when, actor))
+        # Before the task goes: a backfill this ends is told of where its task said.
+        self.backfills.settle(self._slots.cancel_queue(task_id, when, DELETED))
         del self._tasks[task_id]
         del self._names[task.name]
-        self._slots.cancel_queue(task_id, when, DELETED)
         for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
             del self._leases[run_id]
 

@@ -496,10 +496,16 @@ RETURNING {run_columns};
 
 -- cancel_task_queues --
 -- Cancel the queued runs of these tasks (paused, deleted: every one; no longer queueing:
--- only the task's own, `backfilled` false, domain.overlap.dropped_queue).
-UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
-WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued'
-  AND (%(backfilled)b::boolean OR backfill_id IS NULL);
+-- only the task's own, `backfilled` false, domain.overlap.dropped_queue). Answers those
+-- of them a backfill made, whose backfills this may have ended
+-- (adapters.postgres.backfill_ends).
+WITH cancelled AS (
+    UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
+    WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued'
+      AND (%(backfilled)b::boolean OR backfill_id IS NULL)
+    RETURNING {run_columns}
+)
+SELECT * FROM cancelled WHERE backfill_id IS NOT NULL;
 
 -- ask_to_stop --
 -- Ask the replicas running these runs to stop them, each with the error to end with.

@@ -1,6 +1,7 @@
 """The steps of the store's transactions that deal with queued runs (docs/policies.md,
 "Overlap"), apart from the rest of each transaction: reading the claimed tasks' slots,
-starting queued runs in the slots a transaction freed, cancelling queues.
+starting queued runs in the slots a transaction freed, cancelling queues, and finishing
+the backfills whose last runs a transaction ended (`backfill.finished`, docs/events.md).
 
 Each step sends its statements in the caller's pipelined transaction; what to write is
 the domain's (`domain.overlap`, carried out by `adapters.postgres.slots`).
@@ -8,7 +9,7 @@ the domain's (`domain.overlap`, carried out by `adapters.postgres.slots`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,8 @@ from uuid import UUID
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import dict_row
 
+from adapters.postgres import backfill_ends
+from adapters.postgres.rows import to_run
 from adapters.postgres.slots import (
     SlotRead,
     SlotWrites,
@@ -25,6 +28,7 @@ from adapters.postgres.slots import (
     refill,
 )
 from domain.claims import ClaimDecision
+from domain.events import EventRules
 from domain.instants import truncate
 from domain.overlap import (
     CANCELLED_BY_REQUEST,
@@ -43,11 +47,26 @@ class Queues:
     """The queue steps of one store (its bound queries and schema)."""
 
     def __init__(
-        self, q: dict[str, bytes], schema: str, parse: Callable[[Row], Task | None]
+        self,
+        q: dict[str, bytes],
+        schema: str,
+        parse: Callable[[Row], Task | None],
+        rules: EventRules,
+        ends: dict[str, bytes],
     ) -> None:
         self._q = q
         self._schema = schema
         self._parse = parse  # a task row, or None (logged) when it does not validate
+        self._rules = rules
+        self._ends = ends  # adapters.postgres.backfill_ends.statements
+
+    async def settle(
+        self, conn: AsyncConnection[Any], ended: Iterable[Run], writes: SlotWrites | None = None
+    ) -> None:
+        """Finish the backfills that the `ended` runs, and the queued runs `writes`
+        cancelled, may have ended, in the caller's transaction after it ended them."""
+        runs = [*ended, *(await writes.backfilled() if writes is not None else [])]
+        await backfill_ends.settle(conn, self._ends, self._schema, self._rules, runs)
 
     async def claim_slots(
         self,
@@ -113,11 +132,14 @@ class Queues:
         return writes, await writes.write(conn, self._q, now)
 
     async def cancel_queued(self, conn: AsyncConnection[Any], run: Run) -> Run:
-        """Cancel a queued run (locked by the caller) uncalled, at this process's clock."""
+        """Cancel a queued run (locked by the caller) uncalled, at this process's clock;
+        a backfill's last queued run ends its backfill."""
         now = truncate(datetime.now(UTC))
         params = {"run_ids": [run.id], "errors": [CANCELLED_BY_REQUEST], "now": now}
         await conn.execute(self._q["cancel_queued_runs"], params)
-        return run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
+        cancelled = run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
+        await self.settle(conn, [cancelled])
+        return cancelled
 
     async def drop(
         self,
@@ -128,6 +150,12 @@ class Queues:
     ) -> None:
         """Cancel the queued runs of these tasks that `drop` names
         (`domain.overlap.dropped_queue`: paused, deleted, no longer queueing), in the
-        caller's transaction, before it touches the tasks."""
-        if task_ids:
-            await cancel_queues(conn, self._q, task_ids, drop, truncate(at or datetime.now(UTC)))
+        caller's transaction, and finish the backfills whose last runs they were. A
+        delete calls this before it deletes the tasks: a backfill's event is sent where
+        its task said (`domain.backfills.finished_event`)."""
+        if not task_ids:
+            return
+        now = truncate(at or datetime.now(UTC))
+        cur = await cancel_queues(conn, self._q, task_ids, drop, now)
+        if drop.backfilled:  # only then may a backfill's runs be among them
+            await self.settle(conn, [to_run(row) for row in await cur.fetchall()])

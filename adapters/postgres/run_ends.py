@@ -9,7 +9,6 @@ from uuid import UUID
 
 from psycopg.rows import dict_row
 
-from adapters.postgres import backfill_ends
 from adapters.postgres.events import read_task_refs, task_counts, task_refs, write_events
 from adapters.postgres.finishing import OutcomeBatch, counted_tasks
 from adapters.postgres.rows import to_run
@@ -65,7 +64,7 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
                 unchanged = conn.cursor(row_factory=dict_row)
                 await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
             writes, started = await self._queues.refill(conn, queueing, starting, paused)
-            await backfill_ends.settle(conn, self._b, self.schema, self._rules, ended)
+            await self._queues.settle(conn, ended, writes)
         if missing:  # read in the transaction, fetched after its COMMIT
             runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())
         ordered = [runs[run_id] for run_id, _ in outcomes if run_id in runs]
@@ -89,5 +88,5 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
                 conn, [run.id for run in lost], starting
             )
             writes, started = await self._queues.refill(conn, queueing, starting, [])
-            await backfill_ends.settle(conn, self._b, self.schema, self._rules, lost)
+            await self._queues.settle(conn, lost, writes)
         return Freed(lost, await writes.started(started))

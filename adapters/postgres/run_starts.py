@@ -65,6 +65,8 @@ class RunStarts(PostgresStoreBase):
             # After record_claims: a run this claim started may be the one replaced.
             started = await writes.write(conn, self._q, now)
             await write_events(conn, self.schema, claim_events(self._rules, claimed))
+            if writes.cancelled:  # a queued run replaced may have been a backfill's last
+                await self._queues.settle(conn, [], writes)
             if writes.stop:
                 await self._notify(conn, self.cancel_channel, "replace")
         return await writes.started(started) + claimed

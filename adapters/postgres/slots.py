@@ -102,6 +102,8 @@ class SlotWrites:
     cancel: dict[UUID, str] = field(default_factory=dict)  # queued run id -> error
     stop: dict[UUID, str] = field(default_factory=dict)  # run in flight -> reason
     drop: dict[QueueDrop, list[UUID]] = field(default_factory=dict)  # what goes -> tasks
+    # The cancels `write` sent whose rows may be runs of backfills (see `backfilled`).
+    cancelled: list[AsyncCursor[Row]] = field(default_factory=list)
 
     def start_runs(self, task: Task, run_ids: Iterable[UUID], now: datetime, replica: str) -> None:
         for run_id in run_ids:
@@ -117,10 +119,14 @@ class SlotWrites:
         """Send every write; the cursor whose rows are the runs started (read them after
         COMMIT with `started`), None when none start."""
         for drop, task_ids in self.drop.items():
-            await cancel_queues(conn, q, task_ids, drop, now)
+            dropped = await cancel_queues(conn, q, task_ids, drop, now)
+            if drop.backfilled:
+                self.cancelled.append(dropped)
         if self.cancel:
             params = {"run_ids": list(self.cancel), "errors": list(self.cancel.values())}
-            await conn.execute(q["cancel_queued_runs"], params | {"now": now})
+            replaced = conn.cursor(row_factory=dict_row)
+            await replaced.execute(q["cancel_queued_runs"], params | {"now": now})
+            self.cancelled.append(replaced)
         cur = None
         if self.start:
             fields = list(self.start.values())
@@ -133,6 +139,13 @@ class SlotWrites:
             params = {"run_ids": list(self.stop), "reasons": list(self.stop.values())}
             await conn.execute(q["ask_to_stop"], params)
         return cur
+
+    async def backfilled(self) -> list[Run]:
+        """The queued runs `write` cancelled that backfills made, read in the
+        transaction: it may have ended those backfills (`adapters.postgres.backfill_ends`).
+        No round trip when it cancelled none that could be."""
+        rows = [row for cur in self.cancelled for row in await cur.fetchall()]
+        return [run for run in map(to_run, rows) if run.backfill_id is not None]
 
     async def started(self, cur: AsyncCursor[Row] | None) -> list[ClaimedRun]:
         if cur is None:
@@ -179,10 +192,13 @@ async def cancel_queues(
     task_ids: list[UUID],
     drop: QueueDrop,
     now: datetime,
-) -> None:
-    """Cancel the queued runs of these tasks that `drop` names."""
+) -> AsyncCursor[Row]:
+    """Cancel the queued runs of these tasks that `drop` names; the cursor's rows are
+    those of them a backfill made."""
     params = {"task_ids": task_ids, "now": now, "error": drop.error}
-    await conn.execute(q["cancel_task_queues"], params | {"backfilled": drop.backfilled})
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(q["cancel_task_queues"], params | {"backfilled": drop.backfilled})
+    return cur
 
 
 def place_claim(

@@ -64,8 +64,8 @@ class PostgresTaskStore(
         self._c = calendar_statements(schema)
         self._calendar_cache = {}
         self.tasks_channel, self.cancel_channel = channels(schema)
-        self._queues = Queues(self._q, schema, valid_task)
         self._b = backfill_statements(schema)
+        self._queues = Queues(self._q, schema, valid_task, self._rules, self._b)
         self.backfills = PostgresBackfills(
             self._transaction, self._q, schema, self._wake_cancels, self._rules, self._b
         )

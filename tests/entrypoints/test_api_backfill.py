@@ -296,3 +296,42 @@ async def test_a_finished_backfill_sends_backfill_finished_once(
     }
     listed = (await api.get("/events")).json()["items"]
     assert [e["type"] for e in listed] == ["backfill.finished"]
+
+
+@pytest.mark.parametrize("ending", ["pause", "delete"])
+async def test_a_pause_or_delete_that_cancels_a_backfill_s_queue_sends_it(
+    api: Client, recording_target: RecordingTarget, ending: str
+) -> None:
+    """The task's own run holds its only slot, so the backfill's runs all wait; pausing
+    the task (a merge patch) or deleting it cancels them, and with them the backfill
+    ends: `backfill.finished` goes to the task's `notify`, which names no `events` (all
+    of them)."""
+    recording_target.respond("/job", Response(delay=30))
+    body = utc_daily(recording_target.url("/job"), notify={"url": recording_target.url("/team")})
+    assert (await api.post("/tasks", json=body)).status_code == 201
+    assert (await api.post("/tasks/nightly-report/runs")).json()["status"] == "running"
+    answer = (
+        await api.post("/tasks/nightly-report/backfill", json=span(daily_occurrences(2)))
+    ).json()
+    assert [run["status"] for run in answer["items"]] == ["queued", "queued"]
+    if ending == "pause":
+        response = await api.patch("/tasks/nightly-report", json={"enabled": False})
+        assert response.status_code == 200, response.text
+    else:
+        assert (await api.delete("/tasks/nightly-report")).status_code == 204
+
+    async def told() -> list[Any] | None:
+        calls = recording_target.received("/team")
+        return calls if calls else None
+
+    (call,) = await eventually(told, "the backfill.finished event at the team's hook")
+    event = call.json()
+    assert (event["type"], event["data"]["task"]["name"]) == ("backfill.finished", "nightly-report")
+    assert event["data"]["backfill"] == {
+        "id": answer["backfill_id"],
+        "status": "finished",
+        "runs": 2,
+        "by_status": {"cancelled": 2},
+    }
+    state = (await api.get(f"/backfills/{answer['backfill_id']}")).json()
+    assert (state["status"], state["runs"]["pending"]) == ("finished", 0)
