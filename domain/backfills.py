@@ -201,6 +201,12 @@ class BackfillState:
         return sum(n for status, n in self.counts.items() if status.finished)
 
     @property
+    def by_status(self) -> dict[str, int]:
+        """The runs counted by status, as `GET /backfills/{id}` and `backfill.finished`
+        tell them: by status name, in name order."""
+        return {status.value: n for status, n in sorted(self.counts.items())}
+
+    @property
     def status(self) -> BackfillStatus:
         """The stored status, and `finished` for an active one none of whose runs waits
         any more (its last run ended)."""
@@ -247,6 +253,6 @@ def finished_event(
         "id": str(state.record.id),
         "status": state.record.status,
         "runs": state.record.runs,
-        "by_status": {status.value: n for status, n in sorted(state.counts.items())},
+        "by_status": dict(state.by_status),  # a JSON object of its own
     }
     return [event.model_copy(update={"payload": event.payload | {"data": data}})]

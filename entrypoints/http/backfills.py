@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -84,26 +85,19 @@ class BackfillResource(BaseModel):
 
     @classmethod
     def of(cls, state: BackfillState) -> BackfillResource:
-        record = state.record
-        return cls(
-            id=record.id,
-            task_id=record.task_id,
-            task_name=record.task_name,
-            start=record.start,
-            end=record.end,
-            overlap=record.overlap,
-            only_missing=record.only_missing,
-            created_at=record.created_at,
-            actor=record.actor,
-            status=state.status,
-            finished_at=record.finished_at,
-            runs=BackfillRuns(
-                total=record.runs,
-                finished=state.finished,
-                pending=state.pending,
-                by_status={status.value: n for status, n in sorted(state.counts.items())},
-            ),
+        """The record's fields, with the status and counts its runs give now."""
+        runs = BackfillRuns(
+            total=state.record.runs,
+            finished=state.finished,
+            pending=state.pending,
+            by_status=state.by_status,
         )
+        fields = dataclasses.asdict(state.record) | {"status": state.status, "runs": runs}
+        return cls.model_validate(fields)
+
+
+# The path parameter of /backfills/{id} and /backfills/{id}/cancel.
+BackfillId = Annotated[str, PathParameter(description="The backfill's id.")]
 
 
 class Cancelled(BaseModel):
@@ -150,7 +144,7 @@ class BackfillController(Controller):
     )
     async def get_backfill(
         self,
-        id: Annotated[str, PathParameter(description="The backfill's id.")],
+        id: BackfillId,
         backfills: NamedDependency[BackfillService],
     ) -> BackfillResource:
         return BackfillResource.of(await backfills.get(id))
@@ -167,7 +161,7 @@ class BackfillController(Controller):
     )
     async def cancel(
         self,
-        id: Annotated[str, PathParameter(description="The backfill's id.")],
+        id: BackfillId,
         backfills: NamedDependency[BackfillService],
     ) -> Response[Cancelled]:
         return Response(Cancelled(cancelled=await backfills.cancel(id)), status_code=202)
