@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
-from domain.runs import Run, RunStatus
+from adapters.http import HttpExecutor
+from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
 from domain.triggers import IntervalTrigger
 from tests.fixtures.tasks import make_task
@@ -38,6 +39,19 @@ def make_run(task: Task, *, manual: bool = False, scheduled_for: datetime = T0) 
         manual=manual,
         replica="test:1",
     )
+
+
+async def call(executor: HttpExecutor, url: str, times: int = 1, **target: Any) -> list[RunOutcome]:
+    """Run `http_task(url, **target)` `times` times, one run after the other: each
+    outcome."""
+    task = http_task(url, **target)
+    return [await executor.execute(task, make_run(task), None) for _ in range(times)]
+
+
+async def call_once(executor: HttpExecutor, url: str, **target: Any) -> RunOutcome:
+    """One run of `http_task(url, **target)`: its outcome."""
+    (outcome,) = await call(executor, url, **target)
+    return outcome
 
 
 def closed_port() -> int:

@@ -9,7 +9,7 @@ import gzip
 
 from adapters.http import HttpExecutor
 from domain.runs import RunStatus
-from tests.adapters.http.builders import http_task, make_run
+from tests.adapters.http.builders import call_once
 from tests.fixtures.target import RecordingTarget, Response
 
 
@@ -18,9 +18,8 @@ async def test_a_compressed_answer_is_excerpted_decoded(
 ) -> None:
     body = gzip.compress(b'{"report": "done"}')
     recording_target.respond("/", Response(200, body, headers={"Content-Encoding": "gzip"}))
-    task = http_task(recording_target.url("/"))
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, recording_target.url("/"))
 
     assert outcome.status is RunStatus.SUCCEEDED
     assert outcome.response_excerpt == '{"report": "done"}'
@@ -30,25 +29,10 @@ async def test_a_url_with_user_and_password_is_called_with_basic_auth(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     url = recording_target.url("/").replace("http://", "http://reporter:s3cret@")
-    task = http_task(url)
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, url)
 
     [request] = recording_target.received()
     token = base64.b64encode(b"reporter:s3cret").decode()
     assert request.header("Authorization") == f"Basic {token}"
     assert outcome.status is RunStatus.SUCCEEDED
-
-
-async def test_an_error_answer_names_its_status_and_reason(
-    executor: HttpExecutor, recording_target: RecordingTarget
-) -> None:
-    recording_target.respond("/", Response(404, b"no such report"))
-    task = http_task(recording_target.url("/"))
-
-    outcome = await executor.execute(task, make_run(task), None)
-
-    assert outcome.status is RunStatus.FAILED
-    assert outcome.http_status == 404
-    assert outcome.error == "HTTP 404 Not Found"
-    assert outcome.response_excerpt == "no such report"

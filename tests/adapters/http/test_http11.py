@@ -9,7 +9,7 @@ import pytest
 from adapters.http.guard import OutboundGuard
 from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
-from tests.adapters.http.builders import http_task, make_run
+from tests.adapters.http.builders import call, call_once
 from tests.adapters.http.conftest import MakeExecutor
 from tests.adapters.http.test_transport import ScriptedServer, server
 
@@ -23,10 +23,8 @@ async def test_an_informational_answer_is_skipped(
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nmade",
         False,
     )
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
+    outcomes = await call(make_executor(), server.url(), 2)
 
     assert [(o.http_status, o.response_excerpt) for o in outcomes] == [(201, "made")] * 2
     assert server.connections == 1
@@ -36,10 +34,8 @@ async def test_a_body_cut_short_by_the_server_is_an_error(
     make_executor: MakeExecutor, server: ScriptedServer
 ) -> None:
     server.answer = lambda _: (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf", True)
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(make_executor(), server.url())
 
     assert outcome.status is RunStatus.FAILED
     assert outcome.error is not None

@@ -16,6 +16,7 @@ from tests.adapters.http.builders import (
     FAST_RETRY,
     T0,
     FakeResolver,
+    call_once,
     closed_port,
     http_task,
     make_run,
@@ -107,9 +108,8 @@ async def test_a_non_2xx_answer_fails(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(404, b"no such thing"))
-    task = http_task(recording_target.url("/"))
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, recording_target.url("/"))
 
     assert outcome.status is RunStatus.FAILED
     assert outcome.http_status == 404
@@ -121,9 +121,8 @@ async def test_a_redirect_is_an_answer_not_followed(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
     recording_target.respond("/", Response(302, b"", {"Location": "/elsewhere"}))
-    task = http_task(recording_target.url("/"))
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, recording_target.url("/"))
 
     assert (outcome.status, outcome.http_status) == (RunStatus.FAILED, 302)
     assert recording_target.received("/elsewhere") == []
@@ -147,9 +146,8 @@ async def test_a_hanging_target_times_out(
 
 async def test_a_refused_connection(executor: HttpExecutor) -> None:
     port = closed_port()
-    task = http_task(f"http://127.0.0.1:{port}/")
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, f"http://127.0.0.1:{port}/")
 
     assert outcome.status is RunStatus.FAILED
     assert outcome.error == f"connection refused by 127.0.0.1:{port}"
@@ -157,9 +155,7 @@ async def test_a_refused_connection(executor: HttpExecutor) -> None:
 
 async def test_a_tls_error(executor: HttpExecutor, recording_target: RecordingTarget) -> None:
     # The recording target speaks plain HTTP, so the TLS handshake fails.
-    task = http_task(recording_target.url("/").replace("http://", "https://"))
-
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, recording_target.url("/").replace("http://", "https://"))
 
     assert outcome.status is RunStatus.FAILED
     assert outcome.error is not None
@@ -168,9 +164,8 @@ async def test_a_tls_error(executor: HttpExecutor, recording_target: RecordingTa
 
 async def test_a_dns_failure(make_executor: MakeExecutor) -> None:
     executor = make_executor(resolver=FakeResolver({}))
-    task = http_task("http://nowhere.test/")
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, "http://nowhere.test/")
 
     assert outcome.status is RunStatus.FAILED
     assert outcome.error == "DNS lookup of 'nowhere.test' failed: Name or service not known"
@@ -184,9 +179,8 @@ async def test_connects_to_the_address_the_guard_checked(
     resolver = FakeResolver({"target.test": ["127.0.0.1"]})
     executor = make_executor(resolver=resolver)
     port = recording_target.base_url.rsplit(":", 1)[1]
-    task = http_task(f"http://target.test:{port}/named")
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, f"http://target.test:{port}/named")
 
     assert outcome.status is RunStatus.SUCCEEDED
     [request] = recording_target.received("/named")
@@ -228,9 +222,8 @@ async def test_response_excerpt(
 ) -> None:
     executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=limit))
     recording_target.respond("/", Response(200, body))
-    task = http_task(recording_target.url("/"))
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(executor, recording_target.url("/"))
 
     assert outcome.response_excerpt == expected
 

@@ -19,7 +19,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings, OutboundDenied, Ou
 from adapters.http.guard import ResolutionFailed
 from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FakeResolver, http_task, make_run
+from tests.adapters.http.builders import FakeResolver, call, call_once, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -184,10 +184,8 @@ async def test_connection_close_answers(
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 4\r\n\r\ndone",
         True,
     )
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcomes = [await executor.execute(task, make_run(task), None) for _ in range(3)]
+    outcomes = await call(make_executor(), server.url(), 3)
 
     assert [o.response_excerpt for o in outcomes] == ["done"] * 3
     assert server.connections == 3
@@ -201,10 +199,8 @@ async def test_a_chunked_answer_and_the_connection_is_kept(
         b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
         False,
     )
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
+    outcomes = await call(make_executor(), server.url(), 2)
 
     assert [o.response_excerpt for o in outcomes] == ["hello world"] * 2
     assert server.connections == 1
@@ -214,10 +210,8 @@ async def test_an_answer_that_ends_with_the_connection(
     make_executor: MakeExecutor, server: ScriptedServer
 ) -> None:
     server.answer = lambda _: (b"HTTP/1.0 200 OK\r\n\r\nuntil the end", True)
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(make_executor(), server.url())
 
     assert (outcome.status, outcome.response_excerpt) == (RunStatus.SUCCEEDED, "until the end")
 
@@ -226,10 +220,8 @@ async def test_a_server_that_hangs_up_without_answering(
     make_executor: MakeExecutor, server: ScriptedServer
 ) -> None:
     server.answer = lambda _: (b"", True)
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(make_executor(), server.url())
 
     assert outcome.error == (
         f"connection to 127.0.0.1:{server.port} failed: "
@@ -239,10 +231,8 @@ async def test_a_server_that_hangs_up_without_answering(
 
 async def test_a_malformed_answer(make_executor: MakeExecutor, server: ScriptedServer) -> None:
     server.answer = lambda _: (b"NOT HTTP AT ALL\r\n\r\n", True)
-    executor = make_executor()
-    task = http_task(server.url())
 
-    outcome = await executor.execute(task, make_run(task), None)
+    outcome = await call_once(make_executor(), server.url())
 
     assert outcome.error is not None
     assert outcome.error.startswith(f"connection to 127.0.0.1:{server.port} failed: ")
@@ -257,9 +247,8 @@ async def test_a_large_answer_is_read_only_up_to_the_excerpt(
         False,
     )
     executor = make_executor(HttpExecutorSettings(response_excerpt_bytes=10))
-    task = http_task(server.url())
 
-    outcomes = [await executor.execute(task, make_run(task), None) for _ in range(2)]
+    outcomes = await call(executor, server.url(), 2)
 
     assert [o.response_excerpt for o in outcomes] == ["x" * 10] * 2
     # The unread rest of an answer makes its connection unusable: closed, not reused.
