@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -37,62 +36,14 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import targets  # bench/targets.py
+
 from adapters.postgres import initialize
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from entrypoints.settings import Settings
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: text/plain\r\n\r\nok"
-
-
-# -- the target: keep-alive HTTP/1.1, 200 after a fixed delay -------------------------
-
-
-class _Connection(asyncio.Protocol):
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            head = self.buffer[:end].lower()
-            length = 0
-            at = head.find(b"\r\ncontent-length:")
-            if at >= 0:
-                length = int(head[at + 17 :].split(b"\r\n", 1)[0])
-            if len(self.buffer) < end + 4 + length:
-                return
-            self.buffer = self.buffer[end + 4 + length :]
-            asyncio.get_running_loop().call_later(self.delay, self._answer)
-
-    def _answer(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(ANSWER)
-
-
-def _serve(port_out: Any, delay: float) -> None:
-    async def serve() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Connection(delay), "127.0.0.1", 0)
-        port_out.send(server.sockets[0].getsockname()[1])
-        await server.serve_forever()
-
-    asyncio.run(serve())
-
-
-def start_target(delay: float) -> tuple[Any, int]:
-    context = mp.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_serve, args=(send, delay), daemon=True)
-    process.start()
-    return process, int(receive.recv())
 
 
 # -- the measurement ------------------------------------------------------------------
@@ -106,7 +57,7 @@ async def finished_count(client: AsyncTestClient[Any], backfill_id: str) -> int:
 
 
 async def measure(url: str, schema: str, n: int, slots: int, delay: float) -> None:
-    process, port = start_target(delay)
+    process, port = targets.start(targets.Fixed(delay=delay))  # 200 after `delay`, kept alive
     settings = Settings(
         database_url=url,
         db_schema=schema,

@@ -53,6 +53,8 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import targets  # bench/targets.py
+
 from adapters.clock import SystemClock
 from adapters.http import HttpExecutor
 from adapters.memory import NoopExecutor
@@ -137,46 +139,24 @@ class _Recorder:
         }
 
 
-class _Connection(asyncio.Protocol):
-    """A minimal HTTP/1.1 keep-alive server: every request is answered at once."""
+class _Recording:
+    """The target of bench/targets.py that answers as `_Recorder.handle` says, at once,
+    kept alive."""
 
-    def __init__(self, recorder: _Recorder) -> None:
-        self.recorder = recorder
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
+    delay = 0.0
+    close = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+    def __init__(self) -> None:
+        self.recorder = _Recorder()  # in the target's process
 
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            lines = self.buffer[:end].decode("latin-1").split("\r\n")
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length", "0"))
-            if len(self.buffer) < end + 4 + length:
-                return
-            self.buffer = self.buffer[end + 4 + length :]
-            status, body = self.recorder.handle(lines[0].split(" ")[1], headers)
-            reason = b"OK" if status == 200 else b"Internal Server Error"
-            head = b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n" % (status, reason, len(body))
-            assert self.transport is not None
-            self.transport.write(head + body)
-
-
-def _serve_target(port_out: Any) -> None:
-    async def serve() -> None:
-        recorder = _Recorder()
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Connection(recorder), "127.0.0.1", 0)
-        port_out.send(server.sockets[0].getsockname()[1])
-        await server.serve_forever()
-
-    asyncio.run(serve())
+    def answer(self, head: bytes) -> bytes:
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        status, body = self.recorder.handle(lines[0].split(" ")[1], headers)
+        return targets.response(status, body)
 
 
 class TargetClient:
@@ -201,12 +181,9 @@ class TargetClient:
 @contextmanager
 def start_target() -> Iterator[TargetClient]:
     """The local target, in a process of its own."""
-    context = mp.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_serve_target, args=(send,), daemon=True)
-    process.start()
+    process, port = targets.start(_Recording())
     try:
-        yield TargetClient(receive.recv())
+        yield TargetClient(port)
     finally:
         process.terminate()
         process.join()

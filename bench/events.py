@@ -34,7 +34,7 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from http_executor import start_target  # the keep-alive asyncio target of that bench
+import targets  # bench/targets.py
 
 from adapters.clock import SystemClock
 from adapters.http import HttpExecutor, HttpExecutorSettings
@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=1, help="senders draining together")
     args = parser.parse_args()
     print(f"load_average_start {os.getloadavg()[0]:.2f}")
-    server, port = start_target(close=False, size=2)
+    server, port = targets.start(targets.Fixed())
     try:
         asyncio.run(bench(args.url, args.n, args.replicas, f"http://127.0.0.1:{port}/events"))
     finally:

@@ -1,7 +1,8 @@
 """CPU cost of the HTTP executor per call, alone and under concurrency (issue 4, "Speed").
 
-A minimal asyncio HTTP/1.1 keep-alive target runs in a process of its own (so it never
-competes with the executor for the GIL) and answers every request 200 at once. The
+A minimal asyncio HTTP/1.1 keep-alive target (bench/targets.py) runs in a process of its
+own (so it never competes with the executor for the GIL) and answers every request 200
+at once. The
 executor under test (`HttpExecutor`, default settings) runs `--calls` calls at each
 concurrency (default 1, 10, 30, 100), each worker calling `execute` in a loop, after a
 warm-up. One figure per line, `name value`: calls per second and the process's CPU
@@ -25,18 +26,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import multiprocessing as mp
 import os
 import sys
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+import targets  # bench/targets.py
 
 from adapters.http import HttpExecutor
 from domain.runs import Run, RunStatus
@@ -46,68 +46,6 @@ from domain.tasks import Task
 def figure(name: str, value: float | int) -> None:
     text = f"{value:.4f}" if isinstance(value, float) else str(value)
     print(f"{name} {text}", flush=True)
-
-
-# -- the target -----------------------------------------------------------------------
-
-
-class _Connection(asyncio.Protocol):
-    """A minimal HTTP/1.1 server: every request answers 200 at once, kept alive unless
-    the target was started with `close`."""
-
-    def __init__(self, close: bool, body: bytes) -> None:
-        self.close = close
-        self.answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-        self.last = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
-            len(body),
-            body,
-        )
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        assert self.transport is not None
-        while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-            head = self.buffer[:end]
-            length = 0
-            at = head.lower().find(b"\r\ncontent-length:")
-            if at >= 0:
-                length = int(head[at + 17 :].split(b"\r\n", 1)[0])
-            if len(self.buffer) < end + 4 + length:
-                return
-            self.buffer = self.buffer[end + 4 + length :]
-            if self.close:
-                self.transport.write(self.last)
-                self.transport.close()
-                return
-            self.transport.write(self.answer)
-
-
-def _serve(port_out: Any, close: bool, size: int) -> None:
-    body = b"ok" if size == 2 else b"x" * size
-
-    async def serve() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(
-            lambda: _Connection(close, body), "127.0.0.1", 0, backlog=1024
-        )
-        port_out.send(server.sockets[0].getsockname()[1])
-        await server.serve_forever()
-
-    asyncio.run(serve())
-
-
-def start_target(close: bool, size: int) -> tuple[Any, int]:
-    context = mp.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_serve, args=(send, close, size), daemon=True)
-    process.start()
-    return process, int(receive.recv())
 
 
 # -- the caller -----------------------------------------------------------------------
@@ -254,7 +192,8 @@ def main() -> None:
     parser.add_argument("--profile")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
-    process, port = start_target(args.close, args.body)
+    body = b"ok" if args.body == 2 else b"x" * args.body
+    process, port = targets.start(targets.Fixed(body=body, close=args.close))
     url = f"http://{args.host}:{port}/hook"
     print(f"load_average_start {os.getloadavg()[0]:.2f}", flush=True)
     try:
