@@ -155,8 +155,9 @@ class QueueDrop:
     backfilled: bool
 
 
-# A deleted task's queue goes whole, backfilled runs and all.
+# A deleted task's queue goes whole, backfilled runs and all; so does a paused one's.
 DELETED = QueueDrop(CANCELLED_BY_DELETE, backfilled=True)
+PAUSED = QueueDrop(CANCELLED_BY_PAUSE, backfilled=True)
 
 
 def dropped_queue(task: Task) -> QueueDrop | None:
@@ -165,7 +166,7 @@ def dropped_queue(task: Task) -> QueueDrop | None:
     loses its own queued runs but keeps those of its backfills: a backfill's runs wait
     under the backfill's overlap, whatever the task's (docs/policies.md, "Backfill")."""
     if not task.enabled:
-        return QueueDrop(CANCELLED_BY_PAUSE, backfilled=True)
+        return PAUSED
     if task.overlap == "skip":
         return QueueDrop(CANCELLED_BY_POLICY, backfilled=False)
     return None

@@ -14,6 +14,7 @@ from domain.events import outcome_events
 from domain.history import auto_paused
 from domain.instants import truncate
 from domain.outcomes import TaskCount, check_outcome, count_outcomes
+from domain.overlap import PAUSED
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 
 
@@ -49,6 +50,12 @@ class RunEnds(MemoryStoreBase, RunEndsBase):
                     self._history.setdefault(task_id, []).append(auto_paused(task))
             self.outbox.add(outcome_events(self._rules, self._refs(ended), before, ended))
             started = self._refill({run.task_id for run in ended}, starting)
+            if starting is None:  # no refill cancels a paused task's queue: its pause does
+                for task_id, count in counted.items():
+                    if count.paused:
+                        self.backfills.settle(
+                            self._slots.cancel_queue(task_id, count.updated_at, PAUSED)
+                        )
             self.backfills.settle([*ended, *self._slots.take_dropped()])
         if any(count.paused for count in counted.values()):
             self.notifier.notify()

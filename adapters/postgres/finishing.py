@@ -56,7 +56,8 @@ class OutcomeBatch:
         return params
 
 
-# The columns `lock_counted_tasks` returns after the id: what a TaskCount is read from.
+# The columns `lock_counted_tasks` returns after the id (and before `queueing`): what a
+# TaskCount is read from.
 COUNT_COLUMNS = tuple(f.name for f in fields(TaskCount) if f.name != "paused")
 
 

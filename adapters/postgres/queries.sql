@@ -271,8 +271,12 @@ WHERE lease_expires_at IS NOT NULL;
 -- domain.outcomes.count_outcomes reads. What counts is the domain's; this only narrows
 -- the lock to the tasks of runs still running that the batch ends as succeeded or failed,
 -- leaving out a task that only succeeds on a count of zero (nothing to write).
+-- `queueing`: whether it has queued runs, which a pause this batch makes cancels.
 SELECT t.id, t.enabled, t.consecutive_failures, t.pause_after_failures, t.next_fire_at,
-    t.next_run_at, t.updated_at, t.version
+    t.next_run_at, t.updated_at, t.version,
+    EXISTS (
+        SELECT 1 FROM {schema}.runs AS q WHERE q.task_id = t.id AND q.status = 'queued'
+    ) AS queueing
 FROM {schema}.tasks AS t
 JOIN (
     SELECT r.task_id, bool_or(o.status = 'failed') AS failing

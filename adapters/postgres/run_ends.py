@@ -17,6 +17,7 @@ from adapters.run_ends import RunEndsBase
 from application.ports import Freed
 from domain.events import outcome_events
 from domain.instants import truncate
+from domain.overlap import PAUSED
 from domain.runs import REPLICA_LOST, RunOutcome
 
 
@@ -29,12 +30,14 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
         """Two round trips, whatever the size of the batch: (BEGIN, lock the tasks
         whose count may change, finish the runs), (count on the tasks, read the runs
         that were not running, COMMIT); one more when a task of the batch has queued
-        runs to start (`_refill`)."""
+        runs to start (`_refill`) or, without `starting`, when the batch pauses a task
+        that has queued runs (they are cancelled, and their backfills may end)."""
         batch = OutcomeBatch.of(outcomes)
         if not batch:
             return Freed([], [])
         params = batch.params()
         paused: list[UUID] = []
+        paused_at: dict[UUID, datetime] = {}  # the tasks this batch paused, and when
         async with self._transaction() as conn:
             # Tasks first, then runs and leases: the order a task's deletion takes.
             locking = conn.cursor(row_factory=dict_row)
@@ -54,9 +57,17 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
                 if counted is not None:
                     counted["channel"] = self.tasks_channel
                     await conn.execute(self._q["count_outcomes"], counted)
-                    paused = [
-                        t for t, p in zip(counted["task_ids"], counted["paused"], strict=True) if p
-                    ]
+                    paused_at = {
+                        t: at
+                        for t, at, p in zip(
+                            counted["task_ids"],
+                            counted["updated_at"],
+                            counted["paused"],
+                            strict=True,
+                        )
+                        if p
+                    }
+                    paused = list(paused_at)
             events = outcome_events(self._rules, await task_refs(refs), task_counts(locked), ended)
             await write_events(conn, self.schema, events)
             missing = [run_id for run_id in batch.outcomes if run_id not in runs]
@@ -64,6 +75,11 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
                 unchanged = conn.cursor(row_factory=dict_row)
                 await unchanged.execute(self._q["get_runs"], {"ids": missing}, binary=True)
             writes, started = await self._queues.refill(conn, queueing, starting, paused)
+            if starting is None:  # no refill cancels a paused task's queue: its pause does
+                with_queue = {row["id"] for row in locked if row["queueing"]}
+                for task_id, at in paused_at.items():
+                    if task_id in with_queue:  # else no statement, no round trip
+                        await self._queues.drop(conn, [task_id], PAUSED, at)
             await self._queues.settle(conn, ended, writes)
         if missing:  # read in the transaction, fetched after its COMMIT
             runs.update((row["id"], to_run(row)) for row in await unchanged.fetchall())

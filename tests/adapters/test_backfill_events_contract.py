@@ -13,6 +13,7 @@ from uuid import UUID
 from application.ports import TaskStore, TaskUpdate
 from domain.backfills import Backfill
 from domain.events import Event
+from domain.overlap import CANCELLED_BY_PAUSE
 from domain.runs import RunStatus
 from domain.tasks import EventType, Task
 from tests.adapters.test_backfill_contract import NOW, PAST, backfill, backfills
@@ -181,6 +182,23 @@ async def test_an_automatic_pause_writes_it(store: TaskStore) -> None:
     (event,) = await finished_events(store)
     assert told(event)["id"] == str(made.backfill_id)
     assert told(event)["by_status"] == {"cancelled": 3}
+
+
+async def test_an_automatic_pause_starting_nothing_writes_it(store: TaskStore) -> None:
+    """An engine that is stopping records outcomes without starting queued runs: the
+    pause still empties the queue, at the instant of the failure that paused it."""
+    task = await notified(store, pause_after_failures=1)
+    (claimed,) = await claim_at(store, 99)
+    made = await waiting_backfill(store, task)
+    at = NOW + SECOND
+    await store.finish_runs([(claimed.run.id, failed(at))])
+    assert not (await store.get_task(task.id)).enabled
+    for waited in made.made:
+        run = await store.get_run(waited.run.id)
+        assert (run.status, run.error) == (RunStatus.CANCELLED, CANCELLED_BY_PAUSE)
+    (event,) = await finished_events(store)
+    assert told(event)["by_status"] == {"cancelled": 3}
+    assert event.created_at == (await store.get_run(claimed.run.id)).finished_at
 
 
 async def test_a_delete_writes_it_where_its_task_said(store: TaskStore) -> None:
