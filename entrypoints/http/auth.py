@@ -86,7 +86,11 @@ def bearer_guard(
     known = digest_grants(tokens)
     limiter = limiter or FailureLimiter(0, 0)
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    # A coroutine: Litestar runs a plain-function guard in a worker thread, two thread
+    # hops on every request for a check that never blocks.
+    async def guard(
+        connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+    ) -> None:
         if not known:
             return
         peer = connection.client.host if connection.client else ""

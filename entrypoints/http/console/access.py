@@ -66,7 +66,10 @@ def session_guard(tokens: Mapping[str, Access | Grant]) -> Any:
     form does not carry the session's CSRF token (403)."""
     known = digest_grants(tokens)
 
-    def guard(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    # A coroutine: Litestar runs a plain-function guard in a worker thread.
+    async def guard(
+        connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+    ) -> None:
         cookie = connection.cookies.get(COOKIE, "")
         if not known:
             fresh = not cookie or len(cookie) != 43
