@@ -101,13 +101,7 @@ class SchedulingService:
         after now. Raises InvalidRequest for a one-shot already past its grace."""
         check_named(spec.trigger, calendars)
         trigger = complete_trigger(spec.trigger, now)
-        task = Task(
-            **spec.model_dump(exclude={"trigger"}),
-            trigger=trigger,
-            id=uuid4(),
-            created_at=now,
-            updated_at=now,
-        )
+        task = Task.of_spec(spec, trigger=trigger, id=uuid4(), created_at=now, updated_at=now)
         self._reject_spent_one_shot(task, now)
         return scheduled(task, now, calendars=calendars)
 

@@ -46,8 +46,13 @@ class TaskResource(TaskSpec):
 
     @classmethod
     def of(cls, task: Task) -> TaskResource:
-        fields = task.model_dump(exclude={"next_fire_at"})
-        return cls.model_validate(fields)
+        # Not validated again (a task was, as a spec or from its row): its parts are
+        # shared, and its instants put in UTC as validation would put them.
+        fields: dict[str, Any] = {
+            name: _utc(value) if isinstance(value := getattr(task, name), datetime) else value
+            for name in cls.model_fields
+        }
+        return cls.model_construct(**fields)
 
 
 class RunResource(Run):
