@@ -4,10 +4,13 @@ outbox, and the lookups and run records the parts share."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+from pydantic import BaseModel
 
 from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.slots import Lease, SlotBook
@@ -103,4 +106,28 @@ class MemoryStoreBase:
 
 def copy_task(task: Task) -> Task:
     """A deep copy: no caller ever holds state the store holds."""
-    return task.model_copy(deep=True)
+    copied: Task = _fresh(task)
+    return copied
+
+
+def _fresh(value: Any) -> Any:
+    """`value` with every list and dict in it copied. Models are frozen: one holding a
+    list or dict is copied shallowly around fresh ones, one holding none is shared, as
+    is everything else in a task (text, numbers, instants, ids). `copy.deepcopy` cost
+    more than the rest of an API read."""
+    kind = type(value)
+    if kind is list:
+        return [_fresh(item) for item in value]
+    if kind is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    if kind is tuple:
+        return tuple(_fresh(item) for item in value)
+    if isinstance(value, BaseModel):
+        fields = value.__dict__
+        fresh = {name: new for name, item in fields.items() if (new := _fresh(item)) is not item}
+        if not fresh:
+            return value
+        copied = copy.copy(value)
+        copied.__dict__.update(fresh)
+        return copied
+    return value
