@@ -43,21 +43,52 @@ SELECT 1;
 SELECT pg_notify(%(channel)s, %(payload)s);
 
 
--- insert_task --
--- Create a task at version 1.
-INSERT INTO {schema}.tasks (
-    id, name, description, trigger, target, enabled, tags, misfire_grace_seconds,
-    max_running_instances, jitter_seconds, pause_after_failures, catch_up, max_catch_up,
-    overlap, notify, consecutive_failures,
-    next_fire_at, next_run_at, last_run_at, created_at, updated_at, version
-) VALUES (
-    %(id)s, %(name)s, %(description)s, %(trigger)s, %(target)s, %(enabled)s, %(tags)s,
-    %(misfire_grace_seconds)s, %(max_running_instances)s, %(jitter_seconds)s,
-    %(pause_after_failures)s, %(catch_up)s, %(max_catch_up)s, %(overlap)s, %(notify)s,
-    %(consecutive_failures)s, %(next_fire_at)s, %(next_run_at)s,
-    %(last_run_at)s, %(created_at)s, %(updated_at)s, 1
+-- create_task --
+-- Create one task at version 1 in one statement, so in one round trip. `row` is the
+-- task's row as JSON (adapters.postgres.rows.task_row). First the key-share lock on the
+-- calendar its trigger names (`calendars`: none or that one; docs/storage.md "Lock
+-- order"), then the row, its first history version (every writable field new; the
+-- state read from the row, as update_task reads it), its task_calendars row, and the
+-- NOTIFY that wakes the engines.
+WITH locked AS (
+    SELECT name FROM {schema}.calendars WHERE name = ANY(%(calendars)s::text[])
+    ORDER BY name FOR KEY SHARE
+), created AS (
+    INSERT INTO {schema}.tasks ({task_names})
+    SELECT {task_names} FROM jsonb_populate_record(NULL::{schema}.tasks, %(row)s::jsonb)
+    WHERE (SELECT count(*) FROM locked) >= 0
+    RETURNING {task_columns}, {spec_state} AS state
+), recorded AS (
+    INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+    SELECT c.id, c.version, c.created_at, %(actor)s::text, 'api',
+        (SELECT jsonb_object_agg(n.key, jsonb_build_array(NULL, n.value))
+         FROM jsonb_each(c.state) AS n),
+        c.state
+    FROM created AS c
+), named AS (
+    INSERT INTO {schema}.task_calendars (task_id, calendar)
+    SELECT c.id, n.calendar
+    FROM created AS c CROSS JOIN unnest(%(calendars)s::text[]) AS n (calendar)
+), notified AS (
+    SELECT pg_notify(%(channel)s::text, c.id::text) AS sent FROM created AS c
 )
-RETURNING {task_columns};
+SELECT {task_names} FROM created CROSS JOIN notified;
+
+-- insert_tasks --
+-- Create tasks at version 1, in the transaction of an apply: `rows` is a JSON array of
+-- task rows (adapters.postgres.rows.task_row), one parameter however many; each task's
+-- first history version as create_task records it.
+WITH created AS (
+    INSERT INTO {schema}.tasks ({task_names})
+    SELECT {task_names} FROM jsonb_populate_recordset(NULL::{schema}.tasks, %(rows)s::jsonb)
+    RETURNING id, version, created_at, {spec_state} AS state
+)
+INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+SELECT c.id, c.version, c.created_at, %(actor)s::text, 'api',
+    (SELECT jsonb_object_agg(n.key, jsonb_build_array(NULL, n.value))
+     FROM jsonb_each(c.state) AS n),
+    c.state
+FROM created AS c;
 
 -- get_task --
 -- One task by id.
@@ -140,11 +171,6 @@ SELECT id, version + 1, coalesce(%(at)s::timestamptz, now()), %(actor)s::text, '
     '{{"deleted": [false, true]}}'::jsonb, NULL
 FROM gone
 RETURNING task_id;
-
--- insert_history --
--- Record one version of a task (its creation; a version made outside update_task).
-INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
-VALUES (%(task_id)s, %(version)s, %(at)s, %(actor)s, %(cause)s, %(changes)s, %(state)s);
 
 -- task_history --
 -- A task's versions, newest first, before a version when one is given.

@@ -14,8 +14,16 @@ from domain.tasks import HttpTarget, Task
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
+def task_row(task: Task) -> dict[str, Any]:
+    """A new task's row as JSON, as create_task and insert_tasks read it
+    (jsonb_populate_record): every column, the version 1."""
+    row: dict[str, Any] = task.model_dump(mode="json")
+    row["version"] = 1
+    return row
+
+
 def task_params(task: Task) -> dict[str, Any]:
-    """The parameters of insert_task and update_task."""
+    """The parameters of update_task."""
     return {
         "id": task.id,
         "name": task.name,
@@ -73,20 +81,6 @@ def to_task(row: dict[str, Any]) -> Task:
 
 def to_run(row: dict[str, Any]) -> Run:
     return Run.model_validate(row)
-
-
-def version_params(version: TaskVersion) -> dict[str, Any]:
-    """The parameters of insert_history."""
-    fields = version.model_dump(mode="json", include={"changes", "state"})
-    return {
-        "task_id": version.task_id,
-        "version": version.version,
-        "at": version.at,
-        "actor": version.actor,
-        "cause": version.cause.value,
-        "changes": Jsonb(fields["changes"]),
-        "state": None if version.state is None else Jsonb(fields["state"]),
-    }
 
 
 def to_version(row: dict[str, Any]) -> TaskVersion:
