@@ -375,8 +375,9 @@ class HttpExecutor:
             except httpx.InvalidURL as exc:
                 message = f"is not a URL the HTTP client accepts: {exc}"
                 raise InvalidRequest(field, message) from None
-            if parsed.raw_host:
-                self._guard.check_static(parsed.raw_host.decode("ascii"))
+            raw_host = parsed.raw_host.decode("ascii")
+            if raw_host and raw_host != host:  # the same host was judged just above
+                self._guard.check_static(raw_host)
         except OutboundDenied as exc:
             raise InvalidRequest(field, str(exc)) from None
 
