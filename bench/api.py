@@ -1,12 +1,13 @@
 """Latency of API answers on one kept-alive connection (issue 9, the 44 ms stall).
 
-Starts a real `imbi-scheduler serve` (in-memory store, engine off, anonymous on
-127.0.0.1) in a subprocess, creates one task, then sends `--requests` sequential requests
+Starts a real `imbi-scheduler serve` (in-memory store, or with `--store postgres` a
+PostgreSQL schema of its own, dropped at the end; engine off, anonymous on 127.0.0.1) in
+a subprocess, creates one task, then sends `--requests` sequential requests
 on a single kept-alive httpx connection to each of `GET /healthz` and `GET /tasks/{id}`,
 after a warm-up. One figure per line, `name value`: p50, p99 and mean wall milliseconds
 per request, and the server's CPU milliseconds per request.
 
-    python bench/api.py [--requests 500]
+    python bench/api.py [--requests 500] [--store memory|postgres]
 
 `--url URL` measures a server that is already running instead (no CPU figure then).
 """
@@ -14,17 +15,24 @@ per request, and the server's CPU milliseconds per request.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import sys
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+import psycopg
+from psycopg import sql
 
+from adapters.postgres import initialize
 from tests.entrypoints.live import LiveServer
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 WARM_UP = 20
 
@@ -81,13 +89,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--url", help="a running server instead of a fresh one")
+    parser.add_argument("--store", choices=("memory", "postgres"), default="memory")
+    parser.add_argument(
+        "--database-url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL)
+    )
     args = parser.parse_args()
     if args.url:
         run(args.url, args.requests, None)
         return
-    with LiveServer({"SCHEDULER_LOG_LEVEL": "WARNING"}, ["--no-engine"]) as server:
-        assert server.process is not None
-        run(server.url, args.requests, server.process.pid)
+    environ = {"SCHEDULER_LOG_LEVEL": "WARNING"}
+    schema = f"bench_api_{uuid.uuid4().hex[:8]}"
+    if args.store == "postgres":
+        asyncio.run(initialize(args.database_url, schema))
+        environ |= {"SCHEDULER_DATABASE_URL": args.database_url, "SCHEDULER_DB_SCHEMA": schema}
+    try:
+        with LiveServer(environ, ["--no-engine"]) as server:
+            assert server.process is not None
+            run(server.url, args.requests, server.process.pid)
+    finally:
+        if args.store == "postgres":
+            with psycopg.connect(args.database_url, autocommit=True) as conn:
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
 
 
 if __name__ == "__main__":
