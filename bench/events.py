@@ -3,12 +3,14 @@
 In a schema of its own (dropped at the end), N tasks whose occurrences are claimed past
 their grace, so that each claim records a run `missed`:
 
-- claim: the time to claim all N (batches of 100) without `notify`, then with `notify`
-  on every task (each claim also writes N outbox rows in its transaction);
+- claim: the time and CPU seconds to claim all N (batches of 100) without `notify`,
+  then with `notify` on every task (each claim also writes N outbox rows in its
+  transaction);
 - drain: the outbox of N events sent to a local receiver (bench/http_executor.py's
   keep-alive asyncio target, a separate process answering 200 at once, so it never
-  competes with the sender for the GIL) by R senders (replicas, each
-  with its own pool and HTTP executor), signed: events per second until all are sent.
+  competes with the sender for the GIL) by R senders (replicas, each with its own pool
+  and HTTP executor), signed: events per second until all are sent, and the senders'
+  CPU seconds (this process's, the receiver's not included).
 
 One figure per line, `name value`. The load average is printed at the start and the
 end: other work on the machine moves every figure.
@@ -70,11 +72,12 @@ def tasks(n: int, now: datetime, notify: Notify | None) -> list[Task]:
     ]
 
 
-async def claim_all(store: PostgresTaskStore, now: datetime) -> float:
-    started = time.perf_counter()
+async def claim_all(store: PostgresTaskStore, now: datetime, label: str) -> None:
+    started, cpu = time.perf_counter(), time.process_time()
     while await store.claim_due(now, 100, "bench"):
         pass
-    return time.perf_counter() - started
+    print(f"claim_{label}_seconds {time.perf_counter() - started:.3f}")
+    print(f"claim_{label}_cpu_seconds {time.process_time() - cpu:.3f}")
 
 
 async def bench(url: str, n: int, replicas: int, receiver: str) -> None:
@@ -88,9 +91,9 @@ async def bench(url: str, n: int, replicas: int, receiver: str) -> None:
         store = PostgresTaskStore(pool, schema)
         now = datetime.now(UTC)
         await store.apply_tasks(tasks(n, now, None), [], [], at=now)
-        print(f"claim_without_notify_seconds {await claim_all(store, now):.3f}")
+        await claim_all(store, now, "without_notify")
         await store.apply_tasks(tasks(n, now, Notify(url=receiver)), [], [], at=now)
-        print(f"claim_with_notify_seconds {await claim_all(store, now):.3f}")
+        await claim_all(store, now, "with_notify")
         pending = await store.outbox.count_events(EventStatus.PENDING)
         print(f"events_written {pending}")
 
@@ -104,15 +107,18 @@ async def bench(url: str, n: int, replicas: int, receiver: str) -> None:
             executors.append(executor)
             outbox = PostgresTaskStore(replica_pool, schema).outbox
             senders.append(EventSender(outbox, executor, SystemClock()))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while await store.outbox.count_events(EventStatus.PENDING):
             await asyncio.gather(*(sender.send_due() for sender in senders))
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         sent = await store.outbox.count_events(EventStatus.SENT)
         print(f"drain_seconds {seconds:.3f}")
         print(f"events_sent {sent}")
         print(f"events_per_second {sent / seconds:.0f}")
         print(f"events_per_second_per_replica {sent / seconds / replicas:.0f}")
+        # The senders' CPU (this process; the receiver runs in its own).
+        print(f"drain_cpu_seconds {cpu:.3f}")
+        print(f"drain_cpu_ms_per_event {1000 * cpu / max(sent, 1):.3f}")
         for executor in executors:
             await executor.close()
     finally:
