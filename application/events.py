@@ -16,19 +16,19 @@ from uuid import UUID
 from application.bounds import check_limit
 from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
 from application.ports import Clock, EventPageKey, EventStore
-from domain.events import Delivery, Event, EventStatus
+from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
 
 log = logging.getLogger("scheduler.events")
 
 
 class EventDelivery(Protocol):
-    async def deliver(self, event: Event) -> Delivery: ...
+    async def deliver(self, event: Outgoing) -> Delivery: ...
 
 
 class EventObserver(Protocol):
     """Hooks the sender calls, for metrics; each returns at once and never raises."""
 
-    def event_settled(self, event: Event) -> None:
+    def event_settled(self, event: Progress) -> None:
         """An attempt ended: `event` is now SENT, PENDING (to be retried) or DROPPED."""
         ...
 
@@ -36,7 +36,7 @@ class EventObserver(Protocol):
 
 
 class NoEventObserver:
-    def event_settled(self, event: Event) -> None:
+    def event_settled(self, event: Progress) -> None:
         return None
 
     def events_pending(self, n: int) -> None:
@@ -83,8 +83,8 @@ class EventSender:
                 (event.id, event.attempts, delivery)
                 for event, delivery in zip(to_send, deliveries, strict=True)
             ]
-            for event in await self._store.record_deliveries(results, self._clock.now()):
-                self._settled(event)
+            for settled in await self._store.record_deliveries(results, self._clock.now()):
+                self._settled(settled)
         return len(claimed)
 
     async def sweep(self) -> int:
@@ -129,7 +129,7 @@ class EventSender:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval)
 
-    async def _send(self, event: Event) -> Delivery:
+    async def _send(self, event: Outgoing) -> Delivery:
         try:
             delivery = await self._delivery.deliver(event)
         except Exception as exc:  # the port never raises; a bug must not lose the batch
@@ -147,7 +147,7 @@ class EventSender:
             )
         return delivery
 
-    def _settled(self, event: Event) -> None:
+    def _settled(self, event: Progress) -> None:
         self._observer.event_settled(event)
         if event.status is EventStatus.DROPPED:
             log.error(

@@ -17,7 +17,7 @@ from application.store_values import (
     TaskPageKey,
     TaskUpdate,
 )
-from domain.events import Delivery, Event, EventStatus
+from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
 from domain.history import TaskVersion
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
@@ -28,15 +28,16 @@ class EventStore(Protocol):
     methods that record their causes, in the same transaction; this port delivers them.
     Every decision (claimed, sent, retried, dropped) is the domain's."""
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Event]:
+    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
         """Atomically take up to `limit` pending events due at `now`, earliest first,
         each as `domain.events.claimed` (or `lapsed`: past its deadline, DROPPED and
-        returned so, not to be sent). Two callers never take the same attempt."""
+        returned so, not to be sent), with its body as written. Two callers never take
+        the same attempt."""
         ...
 
     async def record_deliveries(
         self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
-    ) -> list[Event]:
+    ) -> list[Progress]:
         """Settle attempts (event id, its `attempts` when claimed, how it went) with
         `domain.events.attempted`, in one transaction. An attempt whose claim was taken
         over meanwhile (attempts moved on) or that is no longer pending is left out."""

@@ -7,11 +7,13 @@ delivery attempt moves an event along its retry schedule (`claimed`, `attempted`
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar, cast, get_args
 from uuid import UUID, uuid4
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -30,6 +32,7 @@ DELIVERY_WINDOW = timedelta(hours=24)
 DELIVERY_TIMEOUT_SECONDS = 10.0
 CLAIM_LEASE = timedelta(seconds=DELIVERY_TIMEOUT_SECONDS + 20)
 ERROR_LIMIT = 1000
+_NO_AUTH = NoAuth()
 
 
 class EventStatus(StrEnum):
@@ -71,6 +74,46 @@ class Event(BaseModel):
     last_error: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """Where one event's delivery stands: an `Event` without its body and destination,
+    as the outbox hands back the attempts it settles. A plain value, not a pydantic
+    model: the sender handles thousands a second (docs/operations.md, "Events")."""
+
+    id: UUID
+    type: EventType
+    task_id: UUID
+    task_name: str
+    status: EventStatus
+    attempts: int
+    created_at: datetime
+    next_attempt_at: datetime | None
+    deadline: datetime
+    finished_at: datetime | None = None
+    http_status: int | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outgoing(Progress):
+    """An event as a claim hands it to the sender: where it goes, and `body`, its
+    payload as JSON, made once when the event was written: every attempt sends it."""
+
+    destination: Destination
+    body: bytes
+
+
+# What the delivery rules move along: the full record (the in-memory store keeps those)
+# or the sender's plain values.
+E = TypeVar("E", bound="Event | Progress")
+
+
+def _changed(event: E, **fields: Any) -> E:
+    if isinstance(event, Event):
+        return cast(E, event.model_copy(update=fields))
+    return cast(E, dataclasses.replace(event, **fields))
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """How one attempt went."""
@@ -87,38 +130,53 @@ def retry_wait(attempts: int) -> timedelta:
     return min(wait, LONGEST_RETRY)
 
 
-def claimed(event: Event, now: datetime) -> Event:
+def claimed(event: E, now: datetime) -> E:
     """`event` taken for an attempt at `now`: counted, and held for `CLAIM_LEASE`."""
-    return event.model_copy(
-        update={"attempts": event.attempts + 1, "next_attempt_at": now + CLAIM_LEASE}
-    )
+    return _changed(event, attempts=event.attempts + 1, next_attempt_at=now + CLAIM_LEASE)
 
 
-def attempted(event: Event, delivery: Delivery, now: datetime) -> Event:
+def attempted(event: E, delivery: Delivery, now: datetime) -> E:
     """`event` after an attempt that ended at `now`: sent; or due again after the
     retry wait; or, when that would start past its deadline, dropped."""
     fields: dict[str, Any] = {"http_status": delivery.http_status}
     if delivery.delivered:
         fields |= {"status": EventStatus.SENT, "next_attempt_at": None, "finished_at": now}
         fields["last_error"] = None
-        return event.model_copy(update=fields)
+        return _changed(event, **fields)
     fields["last_error"] = (delivery.error or "failed")[:ERROR_LIMIT]
     due = now + retry_wait(event.attempts)
     if due > event.deadline:
         fields |= {"status": EventStatus.DROPPED, "next_attempt_at": None, "finished_at": now}
     else:
         fields["next_attempt_at"] = due
-    return event.model_copy(update=fields)
+    return _changed(event, **fields)
 
 
-def lapsed(event: Event, now: datetime) -> Event | None:
+def lapsed(event: E, now: datetime) -> E | None:
     """An event whose claim lapsed (its replica died mid-delivery) past its deadline:
     dropped. None when it may still be tried."""
     if event.status is EventStatus.PENDING and now > event.deadline:
-        return event.model_copy(
-            update={"status": EventStatus.DROPPED, "next_attempt_at": None, "finished_at": now}
-        )
+        return _changed(event, status=EventStatus.DROPPED, next_attempt_at=None, finished_at=now)
     return None
+
+
+def progress_of(event: Event) -> Progress:
+    """`event` as the sender sees a settled attempt."""
+    return Progress(**{f.name: getattr(event, f.name) for f in dataclasses.fields(Progress)})
+
+
+def outgoing(event: Event) -> Outgoing:
+    """`event` as a claim hands it to the sender, its body made from its payload."""
+    return Outgoing(
+        **{f.name: getattr(event, f.name) for f in dataclasses.fields(Progress)},
+        destination=event.destination,
+        body=payload_json(event.payload).encode(),
+    )
+
+
+def payload_json(payload: Mapping[str, JsonValue]) -> str:
+    """The JSON every attempt of an event sends: compact, UTF-8 as is."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +204,12 @@ class EventRules:
         if notify is not None:
             if event_type not in notify.events:
                 return None
-            return Destination(url=notify.url, auth=notify.auth, headers_env=notify.headers_env)
+            # The task's `notify` was validated: nothing to validate again, per event.
+            return Destination.model_construct(
+                url=notify.url, auth=notify.auth, headers_env=notify.headers_env
+            )
         if self.default_url:
-            return Destination(url=self.default_url)
+            return Destination.model_construct(url=self.default_url, auth=_NO_AUTH, headers_env={})
         return None
 
     def on_claim(self, task: TaskRef, run: Run) -> list[Event]:
@@ -239,7 +300,9 @@ def new_event(
             "run": None if run is None else run_json(run),
         },
     }
-    return Event(
+    # Built from validated parts: validating the payload again (a JSON tree) would cost
+    # more than the rest of recording an outcome.
+    return Event.model_construct(
         id=event_id,
         type=event_type,
         task_id=task.id,
@@ -247,20 +310,36 @@ def new_event(
         run_id=None if run is None else run.id,
         payload=payload,
         destination=destination,
+        status=EventStatus.PENDING,
+        attempts=0,
         created_at=now,
         next_attempt_at=now,
         deadline=now + DELIVERY_WINDOW,
+        finished_at=None,
+        http_status=None,
+        last_error=None,
     )
 
 
 def run_json(run: Run) -> dict[str, JsonValue]:
     """`run` as the API shows it: JSON, every instant in UTC."""
     shown: dict[str, JsonValue] = run.model_dump(mode="json")
-    for name, value in run:
-        if isinstance(value, datetime):
-            shown[name] = _rfc3339(value)
+    for name in _RUN_INSTANTS:
+        text = shown[name]
+        # pydantic writes an instant in UTC with "Z" already; others are converted.
+        if isinstance(text, str) and not text.endswith("Z"):
+            shown[name] = _rfc3339(getattr(run, name))
     return shown
 
 
+_RUN_INSTANTS = tuple(
+    name
+    for name, field in Run.model_fields.items()
+    if field.annotation is datetime or datetime in get_args(field.annotation)
+)
+
+
 def _rfc3339(instant: datetime) -> str:
-    return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    if instant.tzinfo is not timezone.utc:
+        instant = instant.astimezone(timezone.utc)
+    return instant.isoformat().replace("+00:00", "Z")

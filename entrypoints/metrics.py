@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from domain.events import Event, EventStatus
+from domain.events import EventStatus, Progress
 from domain.runs import ClaimedRun, Run, RunStatus
 from domain.tasks import EventType
 
@@ -109,7 +109,7 @@ class PrometheusObserver:
 
     # -- EventObserver -----------------------------------------------------------
 
-    def event_settled(self, event: Event) -> None:
+    def event_settled(self, event: Progress) -> None:
         self._events.labels(type=event.type.value, outcome=_EVENT_OUTCOMES[event.status]).inc()
         if event.status is EventStatus.DROPPED:
             self._events_dropped.inc()

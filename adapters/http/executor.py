@@ -42,7 +42,7 @@ from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
 from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
-from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Event
+from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, Notify, OAuth2ClientCredentials, Task
 
@@ -111,10 +111,10 @@ class HttpExecutor:
             if isinstance(notify.auth, OAuth2ClientCredentials):
                 self._check_host("notify.auth.token_url", notify.auth.token_url)
 
-    async def deliver(self, event: Event) -> Delivery:
-        """One attempt to send `event` to its destination: a signed JSON POST, through
-        the outbound guard, with the destination's auth and headers_env. Never raises
-        for a failed attempt."""
+    async def deliver(self, event: Outgoing) -> Delivery:
+        """One attempt to send `event` to its destination: its body, a signed JSON POST,
+        through the outbound guard, with the destination's auth and headers_env. Never
+        raises for a failed attempt."""
         destination = event.destination
         try:
             credentials = credentials_for(
@@ -124,7 +124,9 @@ class HttpExecutor:
             return Delivery(delivered=False, error=str(exc))
         key = str(event.id)
         headers = {"Idempotency-Key": key, "X-Scheduler-Task-Id": str(event.task_id)}
-        request = PreparedRequest("POST", destination.url, headers, event.payload, webhook_id=key)
+        request = PreparedRequest(
+            "POST", destination.url, headers, None, webhook_id=key, content=event.body
+        )
         result = await self._attempt(DELIVERY_TIMEOUT_SECONDS, request, credentials)
         if result.status == 401 and credentials.oauth2_secret is not None:
             self._tokens.drop(credentials)  # the next attempt asks for a new token

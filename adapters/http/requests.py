@@ -28,6 +28,7 @@ class PreparedRequest:
     headers: dict[str, str]
     body: JsonValue
     webhook_id: str  # what a signed call names itself (a target call: its Idempotency-Key)
+    content: bytes | None = None  # the body as JSON already (an event's): sent as is
 
 
 class _NoCookies(httpx.Cookies):
@@ -113,6 +114,10 @@ def template_context(
     }
 
 
+def _json_bytes(body: JsonValue) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 def build_request(
     client: httpx.AsyncClient,
     request: PreparedRequest,
@@ -127,8 +132,9 @@ def build_request(
     body; a JSON body's `Content-Length` and `Content-Type` last, each unless the
     request set it. Built directly, its headers normalized once instead of three
     times, without the merging of URLs, cookies and query parameters, none of which
-    this client has (tests compare the two). `sign`'s headers (Standard Webhooks)
-    come last, signing the body as sent."""
+    this client has (tests compare the two). A request's `content` is its JSON body
+    made already, sent as is. `sign`'s headers (Standard Webhooks) come last, signing
+    the body as sent."""
     url = parse_url(request.url)
     names = {name.lower() for name, _ in headers}
     merged = [pair for pair in client.headers.raw if pair[0].lower() not in names]
@@ -137,7 +143,7 @@ def build_request(
     auto = []
     if b"host" not in names and url.host:
         auto.append((b"Host", url.netloc))
-    if request.body is None:
+    if request.body is None and request.content is None:
         content = b""
         if (
             request.method.upper() in ("POST", "PUT", "PATCH")
@@ -147,9 +153,8 @@ def build_request(
             auto.append((b"Content-Length", b"0"))
         merged = auto + merged
     else:
-        content = json.dumps(
-            request.body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
+        given = request.content
+        content = given if given is not None else _json_bytes(request.body)
         merged = auto + merged
         if b"content-length" not in names:
             merged.append((b"Content-Length", str(len(content)).encode("ascii")))

@@ -11,7 +11,18 @@ from datetime import datetime
 from uuid import UUID
 
 from application.ports import EventPageKey
-from domain.events import Delivery, Event, EventStatus, attempted, claimed, lapsed
+from domain.events import (
+    Delivery,
+    Event,
+    EventStatus,
+    Outgoing,
+    Progress,
+    attempted,
+    claimed,
+    lapsed,
+    outgoing,
+    progress_of,
+)
 
 
 class MemoryOutbox:
@@ -23,14 +34,14 @@ class MemoryOutbox:
 
     # -- EventStore -------------------------------------------------------------
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Event]:
+    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
         await asyncio.sleep(0)  # a round trip, so that senders sharing the store interleave
         async with self._lock:
             return self.claim(now, limit)
 
     async def record_deliveries(
         self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
-    ) -> list[Event]:
+    ) -> list[Progress]:
         async with self._lock:
             return self.record(results, now)
 
@@ -52,7 +63,7 @@ class MemoryOutbox:
         for event in events:
             self._events[event.id] = event
 
-    def claim(self, now: datetime, limit: int) -> list[Event]:
+    def claim(self, now: datetime, limit: int) -> list[Outgoing]:
         due = sorted(
             (
                 e
@@ -67,10 +78,12 @@ class MemoryOutbox:
         for event in due:
             changed = lapsed(event, now) or claimed(event, now)
             self._events[event.id] = changed
-            taken.append(changed)
+            taken.append(outgoing(changed))
         return taken
 
-    def record(self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime) -> list[Event]:
+    def record(
+        self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
+    ) -> list[Progress]:
         settled = []
         for event_id, attempts, delivery in results:
             event = self._events.get(event_id)
@@ -82,7 +95,7 @@ class MemoryOutbox:
                 continue
             event = attempted(event, delivery, now)
             self._events[event_id] = event
-            settled.append(event)
+            settled.append(progress_of(event))
         return settled
 
     def list(

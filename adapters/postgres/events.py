@@ -9,11 +9,11 @@ them; every decision is the domain's (`domain.events`: claimed, lapsed, attempte
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, LiteralString
 from uuid import UUID
 
@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.finishing import COUNT_COLUMNS
-from adapters.postgres.pool import live_connection
+from adapters.postgres.pool import live_connection, pipelined_transaction
 from application.ports import EventPageKey
 from domain.events import (
     Delivery,
@@ -31,39 +31,48 @@ from domain.events import (
     Event,
     EventRules,
     EventStatus,
+    Outgoing,
+    Progress,
     TaskRef,
     attempted,
     claimed,
     lapsed,
+    payload_json,
 )
 from domain.outcomes import TaskCount
 from domain.tasks import EventType, Notify
 
 _COLUMNS = tuple(Event.model_fields)
-_JSON = frozenset({"payload", "destination"})
+# What the sender reads of a due event, in the order of `lock_due`'s columns (the JSON
+# as text: its body is sent as stored, its destination parsed once per distinct one).
+_PROGRESS = tuple(f.name for f in dataclasses.fields(Progress))
+_OUTGOING = (*_PROGRESS, "destination", "body")
 # The columns a claim or a settlement changes, in the order `settle` unnests them.
 _SETTLED = ("status", "attempts", "next_attempt_at", "finished_at", "http_status", "last_error")
+_TYPES = {t.value: t for t in EventType}
+_STATUSES = {s.value: s for s in EventStatus}
 
 _QUERIES: dict[str, LiteralString] = {
     "insert": """
         INSERT INTO {events} ({columns})
         SELECT * FROM unnest(
-            %(id)s::uuid[], %(type)s::text[], %(task_id)s::uuid[], %(task_name)s::text[],
-            %(run_id)s::uuid[], %(payload)s::jsonb[], %(destination)s::jsonb[],
-            %(status)s::text[], %(attempts)s::integer[], %(created_at)s::timestamptz[],
-            %(next_attempt_at)s::timestamptz[], %(deadline)s::timestamptz[],
-            %(finished_at)s::timestamptz[], %(http_status)s::integer[], %(last_error)s::text[]
+            %(id)b::uuid[], %(type)b::text[], %(task_id)b::uuid[], %(task_name)b::text[],
+            %(run_id)b::uuid[], %(payload)b::text[]::jsonb[],
+            %(destination)b::text[]::jsonb[], %(status)b::text[], %(attempts)b::integer[],
+            %(created_at)b::timestamptz[], %(next_attempt_at)b::timestamptz[],
+            %(deadline)b::timestamptz[], %(finished_at)b::timestamptz[],
+            %(http_status)b::integer[], %(last_error)b::text[]
         )""",
     # Due events, earliest first (a range scan of events_due_idx), skipping the rows
     # another replica's claim holds until it commits.
     "lock_due": """
-        SELECT {columns} FROM {events}
+        SELECT {progress}, destination::text, payload::text FROM {events}
         WHERE status = 'pending' AND next_attempt_at <= %(now)s
         ORDER BY next_attempt_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED""",
     "lock_ids": """
-        SELECT {columns} FROM {events}
+        SELECT {progress} FROM {events}
         WHERE id = ANY(%(ids)s::uuid[]) AND status = 'pending'
         ORDER BY id
         FOR UPDATE""",
@@ -72,11 +81,11 @@ _QUERIES: dict[str, LiteralString] = {
             status = s.status, attempts = s.attempts, next_attempt_at = s.next_attempt_at,
             finished_at = s.finished_at, http_status = s.http_status, last_error = s.last_error
         FROM unnest(
-            %(id)s::uuid[], %(status)s::text[], %(attempts)s::integer[],
-            %(next_attempt_at)s::timestamptz[], %(finished_at)s::timestamptz[],
-            %(http_status)s::integer[], %(last_error)s::text[]
+            %(id)b::uuid[], %(status)b::text[], %(attempts)b::integer[],
+            %(next_attempt_at)b::timestamptz[], %(finished_at)b::timestamptz[],
+            %(http_status)b::integer[], %(last_error)b::text[]
         ) AS s (id, status, attempts, next_attempt_at, finished_at, http_status, last_error)
-        WHERE e.id = ANY(%(id)s::uuid[]) AND e.id = s.id""",
+        WHERE e.id = ANY(%(id)b::uuid[]) AND e.id = s.id""",
     "list": """
         SELECT {columns} FROM {events}
         WHERE (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -87,7 +96,7 @@ _QUERIES: dict[str, LiteralString] = {
     # What the event rules read of the tasks of some runs; with no SCHEDULER_EVENTS_URL
     # (`every` false) only tasks with `notify` can raise an event.
     "task_refs": """
-        SELECT t.id, t.name, t.notify FROM {tasks} AS t
+        SELECT t.id, t.name, t.notify::text FROM {tasks} AS t
         WHERE t.id = ANY(ARRAY(
             SELECT r.task_id FROM {runs} AS r WHERE r.id = ANY(%(run_ids)s::uuid[])))
           AND (%(every)s::boolean OR t.notify IS NOT NULL)""",
@@ -112,30 +121,62 @@ def event_queries(schema: str) -> dict[str, bytes]:
         "tasks": sql.Identifier(schema, "tasks"),
         "runs": sql.Identifier(schema, "runs"),
         "columns": sql.SQL(", ").join(map(sql.Identifier, _COLUMNS)),
+        "progress": sql.SQL(", ").join(map(sql.Identifier, _PROGRESS)),
     }
     return {name: sql.SQL(text).format(**fields).as_bytes(None) for name, text in _QUERIES.items()}
 
 
-def _params(events: Sequence[Event], names: Iterable[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for name in names:
-        values = [getattr(event, name) for event in events]
-        if name in _JSON:
-            values = [json.dumps(_json(value)) for value in values]
-        elif name in ("type", "status"):
-            values = [value.value for value in values]
-        params[name] = values
+def _insert_params(events: Sequence[Event]) -> dict[str, Any]:
+    """The arrays `insert` unnests: each payload as JSON once (the body every attempt
+    sends), each destination as JSON; no validation (the events were built valid)."""
+    params: dict[str, Any] = {name: [] for name in _COLUMNS}
+    for event in events:
+        for name in _COLUMNS:
+            params[name].append(getattr(event, name))
+    params["type"] = [value.value for value in params["type"]]
+    params["status"] = [value.value for value in params["status"]]
+    params["payload"] = [payload_json(value) for value in params["payload"]]
+    params["destination"] = [value.model_dump_json() for value in params["destination"]]
     return params
 
 
-def _json(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, Destination) else value
+def _settle_params(events: Sequence[Progress]) -> dict[str, Any]:
+    params: dict[str, Any] = {"id": [event.id for event in events]}
+    for name in _SETTLED:
+        params[name] = [getattr(event, name) for event in events]
+    params["status"] = [value.value for value in params["status"]]
+    return params
+
+
+@lru_cache(maxsize=1024)
+def _destination(text: str) -> Destination:
+    """A destination as stored (JSON), parsed once: most events of a replica go to a
+    few destinations. Destinations are frozen, so sharing one is safe."""
+    return Destination.model_validate_json(text)
+
+
+@lru_cache(maxsize=1024)
+def _notify(text: str) -> Notify:
+    """A task's `notify` as stored (JSON), parsed once per distinct value."""
+    return Notify.model_validate_json(text)
+
+
+def _progress(row: Sequence[Any]) -> dict[str, Any]:
+    fields = dict(zip(_PROGRESS, row, strict=False))
+    fields["type"] = _TYPES[fields["type"]]
+    fields["status"] = _STATUSES[fields["status"]]
+    return fields
+
+
+def _outgoing(row: Sequence[Any]) -> Outgoing:
+    *_, destination, body = row
+    return Outgoing(**_progress(row), destination=_destination(destination), body=body.encode())
 
 
 async def write_events(conn: AsyncConnection[Any], schema: str, events: Sequence[Event]) -> None:
     """Insert `events` in the transaction `conn` holds (one statement; none when empty)."""
     if events:
-        await conn.execute(event_queries(schema)["insert"], _params(events, _COLUMNS))
+        await conn.execute(event_queries(schema)["insert"], _insert_params(events), binary=True)
 
 
 def read_task_refs(
@@ -143,17 +184,16 @@ def read_task_refs(
 ) -> Awaitable[AsyncCursor[Any]]:
     """Send the read of what `rules` need of the tasks of `run_ids`, in `conn`'s
     transaction (pipelined: fetch it with `task_refs`)."""
-    cur = conn.cursor(row_factory=dict_row)
+    cur = conn.cursor()
     params = {"run_ids": list(run_ids), "every": rules.default_url is not None}
     return cur.execute(event_queries(schema)["task_refs"], params)
 
 
 async def task_refs(cur: AsyncCursor[Any]) -> dict[UUID, TaskRef]:
-    refs = {}
-    for row in await cur.fetchall():
-        notify = None if row["notify"] is None else Notify.model_validate(row["notify"])
-        refs[row["id"]] = TaskRef(row["id"], row["name"], notify)
-    return refs
+    return {
+        task_id: TaskRef(task_id, name, None if notify is None else _notify(notify))
+        for task_id, name, notify in await cur.fetchall()
+    }
 
 
 def task_counts(locked: Iterable[dict[str, Any]]) -> dict[UUID, TaskCount]:
@@ -176,35 +216,44 @@ class PostgresOutbox:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
-        async with translated_errors(), live_connection(self._pool) as conn:  # noqa: SIM117
-            async with conn.transaction():  # the pool's connections are in autocommit
-                yield conn
+        """Two round trips for a claim or a settlement: (BEGIN, lock), (settle, COMMIT)."""
+        async with (
+            translated_errors(),
+            live_connection(self._pool) as conn,
+            pipelined_transaction(conn),
+        ):
+            yield conn
 
     async def _rows(self, conn: AsyncConnection[Any], name: str, params: Any) -> list[Any]:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(self._q[name], params)
         return await cur.fetchall()
 
-    async def _settle(self, conn: AsyncConnection[Any], events: Sequence[Event]) -> None:
-        if events:
-            await conn.execute(self._q["settle"], _params(events, ("id", *_SETTLED)))
+    async def _locked(self, conn: AsyncConnection[Any], name: str, params: Any) -> list[Any]:
+        cur = conn.cursor()  # tuples: the sender's hot path
+        await cur.execute(self._q[name], params, binary=True)
+        return await cur.fetchall()
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Event]:
+    async def _settle(self, conn: AsyncConnection[Any], events: Sequence[Progress]) -> None:
+        if events:
+            await conn.execute(self._q["settle"], _settle_params(events), binary=True)
+
+    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
         async with self._transaction() as conn:
-            rows = await self._rows(conn, "lock_due", {"now": now, "limit": limit})
-            taken = [lapsed(e, now) or claimed(e, now) for e in map(to_event, rows)]
+            rows = await self._locked(conn, "lock_due", {"now": now, "limit": limit})
+            taken = [lapsed(e, now) or claimed(e, now) for e in map(_outgoing, rows)]
             await self._settle(conn, taken)
         return taken
 
     async def record_deliveries(
         self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
-    ) -> list[Event]:
+    ) -> list[Progress]:
         if not results:
             return []
         ids = [event_id for event_id, _, _ in results]
         async with self._transaction() as conn:
-            rows = await self._rows(conn, "lock_ids", {"ids": ids})
-            locked = {event.id: event for event in map(to_event, rows)}
+            rows = await self._locked(conn, "lock_ids", {"ids": ids})
+            locked = {row[0]: Progress(**_progress(row)) for row in rows}
             settled = []
             for event_id, attempts, delivery in results:
                 event = locked.get(event_id)

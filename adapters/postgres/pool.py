@@ -1,8 +1,10 @@
-"""A connection pool configured the way PostgresTaskStore works best, and the way the
-store takes connections from it: never one that died while idle."""
+"""A connection pool configured the way PostgresTaskStore works best, the way the
+store takes connections from it (never one that died while idle), and its
+transactions in pipeline mode."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 from collections.abc import AsyncIterator
@@ -84,6 +86,29 @@ async def live_connection(
         yield conn
     finally:
         await pool.putconn(conn)
+
+
+@asynccontextmanager
+async def pipelined_transaction(conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+    """One transaction on `conn` in pipeline mode: statements go out without waiting for
+    each other; a round trip happens only where a result is read, and at COMMIT.
+
+    BEGIN and COMMIT are plain statements in the pipeline (`conn.transaction()` would
+    add a Sync, so a round trip, at each end). On any exception the transaction is
+    rolled back, unless the connection itself is gone, in which case the server has
+    already rolled it back and the pool discards the connection.
+    """
+    try:
+        async with conn.pipeline():
+            if conn.autocommit:  # otherwise psycopg queues the BEGIN itself
+                await conn.execute(b"BEGIN", prepare=False)
+            yield
+            await conn.execute(b"COMMIT", prepare=False)
+    except BaseException:
+        if not conn.closed:
+            with contextlib.suppress(psycopg.Error):
+                await conn.rollback()
+        raise
 
 
 def _alive(conn: AsyncConnection[Any]) -> bool:

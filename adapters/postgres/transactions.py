@@ -3,7 +3,6 @@ channels, transactions in pipeline mode, reads retried on a fresh connection, NO
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.events import PostgresOutbox
-from adapters.postgres.pool import live_connection
+from adapters.postgres.pool import live_connection, pipelined_transaction
 from adapters.postgres.queueing import Queues
 from domain.calendars import StoredCalendar
 from domain.errors import StoreUnavailable
@@ -51,26 +50,9 @@ class PostgresStoreBase:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """One transaction in pipeline mode: statements go out without waiting for each
-        other; a round trip happens only where a result is read, and at COMMIT.
-
-        BEGIN and COMMIT are plain statements in the pipeline (`conn.transaction()`
-        would add a Sync, so a round trip, at each end). On any exception the
-        transaction is rolled back, unless the connection itself is gone, in which case
-        the server has already rolled it back and the pool discards the connection.
-        """
-        async with self._connection() as conn:
-            try:
-                async with conn.pipeline():
-                    if conn.autocommit:  # otherwise psycopg queues the BEGIN itself
-                        await conn.execute(b"BEGIN", prepare=False)
-                    yield conn
-                    await conn.execute(b"COMMIT", prepare=False)
-            except BaseException:
-                if not conn.closed:
-                    with contextlib.suppress(psycopg.Error):
-                        await conn.rollback()
-                raise
+        """One transaction in pipeline mode (`pipelined_transaction`)."""
+        async with self._connection() as conn, pipelined_transaction(conn):
+            yield conn
 
     async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
         rows = await self._all(query, params)
