@@ -50,6 +50,9 @@ class ClaimPass:
         self._log = log
         self.chunk = claim_chunk(settings)
         self.starved = False  # a pass found no free slot: a finishing run owes one
+        # The last pass left runs due: no slot was free, or its last batch came back
+        # full. The event sender gives way meanwhile (application/events.py).
+        self.behind = False
 
     @property
     def free(self) -> int:
@@ -64,7 +67,7 @@ class ClaimPass:
         while not closed():
             free = self.free
             if free <= 0:
-                self.starved = True
+                self.starved = self.behind = True
                 return None
             limit = min(self.chunk, free)
             began = time.perf_counter()
@@ -76,7 +79,8 @@ class ClaimPass:
                 self._log_batch(batch, seconds)
             for claimed in batch:
                 self._runs.dispatch(claimed)
-            if len(batch) < limit:
+            self.behind = len(batch) >= limit
+            if not self.behind:
                 return claimed_at
         return claimed_at
 

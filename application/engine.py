@@ -87,6 +87,12 @@ class TriggerLoop:
         return len(self._runs)
 
     @property
+    def behind(self) -> bool:
+        """More runs are due than the engine has started: its last claim pass found no
+        free slot, or its last batch came back full (a burst is under way)."""
+        return self._claims.behind
+
+    @property
     def last_pass_at(self) -> datetime | None:
         """The clock's time when the last successful pass over the store began: once it
         is at or after an instant, everything due at that instant has been claimed."""

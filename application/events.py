@@ -1,13 +1,17 @@
 """The event sender: drains the outbox of this store, on every replica that runs an
 engine. Each batch is claimed by one replica (the store's claim), sent concurrently,
-and settled in one write; the retry schedule and the drop are the domain's."""
+and settled in one write; the retry schedule and the drop are the domain's.
+
+Events come second to runs: while the local engine is saturated (`busy`), the sender
+claims a batch only once every `SenderSettings.busy_interval`, so a burst of runs has
+the core to itself, and no event waits longer than that for the burst to end."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -19,6 +23,9 @@ from application.ports import Clock, EventPageKey, EventStore
 from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
 
 log = logging.getLogger("scheduler.events")
+
+# How often a yielding sender looks again whether the engine is still busy (seconds).
+_YIELD_POLL = 0.1
 
 
 class EventDelivery(Protocol):
@@ -50,6 +57,9 @@ class SenderSettings:
     retention: timedelta = timedelta(days=30)  # sent and dropped events are kept this long
     retention_sweep_interval: timedelta = timedelta(minutes=10)
     retention_batch_size: int = 1000
+    # While the engine is busy, a batch at most this often (seconds): the bound on how
+    # long events wait for a burst of runs (docs/operations.md, "Events").
+    busy_interval: float = 5.0
 
 
 class EventSender:
@@ -60,8 +70,12 @@ class EventSender:
         clock: Clock,
         observer: EventObserver | None = None,
         settings: SenderSettings | None = None,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
+        """`busy` says whether the local engine is saturated (its runs in flight at
+        its ceiling); None: never."""
         self._store = store
+        self._busy = busy
         self._delivery = delivery
         self._clock = clock
         self._observer = observer or NoEventObserver()
@@ -69,10 +83,20 @@ class EventSender:
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._next_sweep: datetime | None = None
+        self._last_claim: datetime | None = None
+
+    def yielding(self) -> bool:
+        """Whether to leave the core to the engine now: it is busy, and the last claim
+        was less than `busy_interval` ago."""
+        if self._busy is None or self._last_claim is None or not self._busy():
+            return False
+        since = (self._clock.now() - self._last_claim).total_seconds()
+        return since < self.settings.busy_interval
 
     async def send_due(self) -> int:
         """Claim one batch of due events, send it, settle it; how many were claimed."""
-        claimed = await self._store.claim_events(self._clock.now(), self.settings.batch_size)
+        self._last_claim = self._clock.now()
+        claimed = await self._store.claim_events(self._last_claim, self.settings.batch_size)
         to_send = [event for event in claimed if event.status is EventStatus.PENDING]
         for event in claimed:
             if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
@@ -113,6 +137,10 @@ class EventSender:
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
+            if self.yielding():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), _YIELD_POLL)
+                continue
             claimed = 0
             try:
                 claimed = await self.send_due()

@@ -22,7 +22,10 @@ clock. One figure per line, `name value`.
 `--scenario` also takes burst_noop and burst_http, one half of the burst each, and
 burst_failing: the HTTP burst against a target that always fails, without and then
 with `notify` on every task (a `run.failed` event per run, delivered by an event
-sender on the same replica meanwhile), for what events cost the claim path. The load
+sender on the same replica meanwhile, wired as the product wires it: it gives way
+while the engine is behind), for what events cost the claim path;
+`_engine_behind_fraction` is how much of the burst that was, and
+`_events_all_sent_seconds` when the last event was sent. The load
 average (1 minute) is printed at the start and the end: other work on the machine moves
 every figure.
 """
@@ -63,6 +66,7 @@ from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
 from application.events import EventSender
 from application.ports import Executor
+from domain.events import EventStatus
 from domain.runs import ClaimedRun, Run
 from domain.tasks import HttpTarget, Notify
 from domain.triggers import IntervalTrigger
@@ -357,8 +361,11 @@ def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None 
             )
     observer = StartTimes()
     executor: Executor = HttpExecutor() if http else NoopExecutor()
+    samples: list[bool] = []  # whether the engine was behind, every 50 ms
 
-    async def main() -> float:
+    async def main() -> tuple[float, float, float | None]:
+        """When all were recorded, the CPU seconds until then, and when the last event
+        was sent (None without events)."""
         pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
         await pool.open(wait=True)
         waker = PostgresWaker(url, SCHEMA)
@@ -373,29 +380,43 @@ def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None 
         )
         await engine.start()
         sender = None
+
+        def busy() -> bool:  # as entrypoints/container.py wires the product's sender
+            return engine.behind
+
         if notify and isinstance(executor, HttpExecutor):
-            sender = EventSender(store.outbox, executor, SystemClock())
+            sender = EventSender(store.outbox, executor, SystemClock(), busy=busy)
             await sender.start()
         finished_at = time.time() + 300
         while time.time() < finished_at:
             await asyncio.sleep(0.05)
+            if time.time() >= due.timestamp():
+                samples.append(busy())
             if (
                 len(observer.started) >= count
                 and await asyncio.to_thread(count_finished, url) >= count
             ):
                 finished_at = time.time()
                 break
+        cpu_at_finish = time.process_time()
         await engine.stop()
-        if sender is not None:
+        all_sent = None
+        if sender is not None:  # the events left once the burst is recorded
+            give_up = time.time() + 300
+            while time.time() < give_up:
+                if not await store.outbox.count_events(EventStatus.PENDING):
+                    break
+                await asyncio.sleep(0.05)
+            all_sent = time.time()
             await sender.stop()
         await executor.close()
         await waker.close()
         await pool.close()
-        return finished_at
+        return finished_at, cpu_at_finish, all_sent
 
     cpu = time.process_time()
-    recorded = asyncio.run(main())
-    cpu = time.process_time() - cpu
+    recorded, cpu_at_finish, all_sent = asyncio.run(main())
+    cpu = cpu_at_finish - cpu
     start = due.timestamp()
     if http:
         stats = target.stats()
@@ -406,6 +427,10 @@ def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None 
         figure(f"{label}_duplicates", stats["duplicates"])
         if notify:
             figure(f"{label}_events_delivered", stats["events"])
+        if notify is not None:  # how much of the burst the sender would give way
+            figure(f"{label}_engine_behind_fraction", sum(samples) / max(len(samples), 1))
+        if all_sent is not None:
+            figure(f"{label}_events_all_sent_seconds", all_sent - due.timestamp())
     else:
         lateness = [t - start for t in observer.started]
         figure(f"{label}_all_fired_seconds", max(lateness))

@@ -6,6 +6,7 @@ Nothing outside `entrypoints/` imports this module.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -61,6 +62,14 @@ def event_rules(settings: Settings) -> EventRules:
 
 def sender_settings(settings: Settings) -> SenderSettings:
     return SenderSettings(poll_interval=settings.events_poll_interval)
+
+
+def engine_busy(engine: Any) -> Callable[[], bool] | None:
+    """What tells the event sender to give way (application/events.py): the native
+    engine being behind. The APScheduler engine does not say; its sender never waits."""
+    if isinstance(engine, TriggerLoop):
+        return lambda: engine.behind
+    return None
 
 
 def apscheduler_engine(**ports: Any) -> Any:
@@ -137,6 +146,7 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         observer=observer,
         settings=providers.Callable(sender_settings, settings),
+        busy=providers.Callable(engine_busy, engine),
     )
     event_listing = providers.Singleton(EventListing, store=event_store)
 
