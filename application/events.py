@@ -2,9 +2,10 @@
 engine. Each batch is claimed by one replica (the store's claim), sent concurrently,
 and settled in one write; the retry schedule and the drop are the domain's.
 
-Events come second to runs: while the local engine is saturated (`busy`), the sender
-claims a batch only once every `SenderSettings.busy_interval`, so a burst of runs has
-the core to itself, and no event waits longer than that for the burst to end."""
+Events come second to runs: while the local engine is busy (a burst: more runs due
+than it has started), the sender claims a small batch (`SenderSettings.busy_batch_size`)
+once every `busy_interval`, so that the burst has the core nearly to itself and events
+still move; once the engine has caught up, full batches again."""
 
 from __future__ import annotations
 
@@ -57,9 +58,11 @@ class SenderSettings:
     retention: timedelta = timedelta(days=30)  # sent and dropped events are kept this long
     retention_sweep_interval: timedelta = timedelta(minutes=10)
     retention_batch_size: int = 1000
-    # While the engine is busy, a batch at most this often (seconds): the bound on how
-    # long events wait for a burst of runs (docs/operations.md, "Events").
+    # While the engine is busy, a batch of at most `busy_batch_size` this often
+    # (seconds): events are never starved, and the burst keeps the core
+    # (docs/operations.md, "Events").
     busy_interval: float = 5.0
+    busy_batch_size: int = 50
 
 
 class EventSender:
@@ -93,10 +96,12 @@ class EventSender:
         since = (self._clock.now() - self._last_claim).total_seconds()
         return since < self.settings.busy_interval
 
-    async def send_due(self) -> int:
-        """Claim one batch of due events, send it, settle it; how many were claimed."""
+    async def send_due(self, limit: int | None = None) -> int:
+        """Claim one batch of due events (of `limit`, default the batch size), send it,
+        settle it; how many were claimed."""
         self._last_claim = self._clock.now()
-        claimed = await self._store.claim_events(self._last_claim, self.settings.batch_size)
+        limit = limit or self.settings.batch_size
+        claimed = await self._store.claim_events(self._last_claim, limit)
         to_send = [event for event in claimed if event.status is EventStatus.PENDING]
         for event in claimed:
             if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
@@ -141,9 +146,11 @@ class EventSender:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), _YIELD_POLL)
                 continue
-            claimed = 0
+            claimed, limit = 0, self.settings.batch_size
+            if self._busy is not None and self._busy():
+                limit = self.settings.busy_batch_size
             try:
-                claimed = await self.send_due()
+                claimed = await self.send_due(limit)
                 self._observer.events_pending(await self._store.count_events(EventStatus.PENDING))
                 now = self._clock.now()
                 if self._next_sweep is None or now >= self._next_sweep:
@@ -153,7 +160,7 @@ class EventSender:
                         log.info("old events deleted", extra={"count": deleted})
             except Exception:
                 log.exception("event sender: a store call failed; retrying")
-            if claimed < self.settings.batch_size:
+            if claimed < limit:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval)
 

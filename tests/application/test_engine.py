@@ -148,6 +148,31 @@ async def test_a_saturated_engine_claims_half_its_ceiling_at_a_time(
     assert sum(observer.batches) == 40
 
 
+async def test_an_engine_is_behind_while_more_runs_are_due_than_it_has_started(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    tasks = [await store.create_task(make_task()) for _ in range(6)]
+    executor = GatedExecutor()
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings(max_concurrent_runs=4))
+    engines.append(engine)
+    assert not engine.behind
+    await engine.start()
+
+    async def ceiling_reached() -> bool:
+        return executor.running == 4
+
+    await eventually(ceiling_reached, "four runs in flight")
+    assert engine.behind  # two more are due, and no slot is free
+
+    executor.gate.set()
+
+    async def caught_up() -> bool:
+        done = all([await finished_runs(store, t) for t in tasks])
+        return done and not engine.behind
+
+    await eventually(caught_up, "every task run, and nothing left due")
+
+
 async def test_a_failed_batch_is_retried_whole(
     store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
 ) -> None:

@@ -20,6 +20,7 @@ from adapters.memory.outbox import MemoryOutbox
 from application.events import EventSender, SenderSettings
 from domain.events import Destination, EventStatus, EventType, TaskRef, new_event
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 SECRET = "whsec_" + base64.b64encode(b"event-signing-key-of-32-bytes!!!").decode()
 
@@ -126,3 +127,52 @@ async def test_stop_lets_the_batch_in_flight_settle(
 
     assert await outbox.count_events(EventStatus.SENT) == 3
     assert await outbox.count_events(EventStatus.PENDING) == 0
+
+
+async def test_a_busy_engine_has_events_wait_at_most_the_busy_interval(
+    clock: FakeClock, executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    outbox = outbox_with(clock, recording_target.url("/events"))
+    looks = 0
+
+    def busy() -> bool:  # the engine is behind all along
+        nonlocal looks
+        looks += 1
+        return True
+
+    settings = SenderSettings(poll_interval=0.01, busy_interval=5.0)
+    sender = EventSender(outbox, executor, clock, settings=settings, busy=busy)
+
+    async def sent() -> int:
+        return await outbox.count_events(EventStatus.SENT)
+
+    await sender.start()
+    try:
+        await eventually(sent, "the first event, claimed at the sender's first look")
+        outbox.add(
+            [
+                new_event(
+                    EventType.RUN_MISSED,
+                    TaskRef(uuid4(), "t"),
+                    None,
+                    clock.now(),
+                    Destination(url=recording_target.url("/events")),
+                )
+            ]
+        )
+        seen = looks
+
+        async def looked_again() -> bool:
+            return looks >= seen + 3
+
+        await eventually(looked_again, "the sender to look at the engine again")
+        assert await sent() == 1  # the second waits while the engine is busy …
+        clock.advance(5)
+
+        async def both_sent() -> bool:
+            return await sent() == 2
+
+        await eventually(both_sent, "the second event, once the busy interval passed")
+    finally:
+        await sender.stop()
+    assert len(recording_target.received("/events")) == 2
