@@ -7,14 +7,13 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from adapters.clock import SystemClock
+from adapters.http.attempts import CallResult, log_attempt, log_result, logger
 from adapters.http.auth import (
     REDACTED,
     Credentials,
@@ -46,24 +45,7 @@ from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, Notify, OAuth2ClientCredentials, Task
 
-logger = logging.getLogger("scheduler.http")
-
 _SECRET_HEADERS = (b"Authorization", b"Proxy-Authorization")
-
-
-@dataclass(frozen=True, slots=True)
-class _Result:
-    """How one call ended: an answer (`status`) or an error."""
-
-    status: int | None = None
-    excerpt: str | None = None
-    error: str | None = None
-    retryable: bool = False
-    retry_after: float | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
 
 
 # An answer: status, reason phrase, Retry-After (if any) and the excerpt of the body.
@@ -138,7 +120,7 @@ class HttpExecutor:
             request = self._prepare(task, run, last_run_at, started)
             credentials = credentials_for(task.target.auth, self._env(), task.target.headers_env)
         except (TemplateFailed, MissingSecret) as exc:
-            self._log(task, run, 0, logging.WARNING, "not called: %s", exc)
+            log_attempt(task, run, 0, logging.WARNING, "not called: %s", exc)
             return RunOutcome(
                 status=RunStatus.FAILED,
                 error=str(exc),
@@ -209,7 +191,7 @@ class HttpExecutor:
 
     async def _call(
         self, task: Task, run: Run, request: PreparedRequest, credentials: Credentials
-    ) -> tuple[int, _Result]:
+    ) -> tuple[int, CallResult]:
         """Call until success, a final failure or the retry policy's last attempt;
         return the number of calls and how the last one ended."""
         policy = task.target.retry
@@ -218,7 +200,7 @@ class HttpExecutor:
             calls += 1
             started = time.monotonic()
             result = await self._attempt(task.target.timeout_seconds, request, credentials)
-            self._log_result(task, run, calls, result, time.monotonic() - started)
+            log_result(task, run, calls, result, time.monotonic() - started)
             if result.status == 401 and credentials.oauth2_secret is not None and not refreshed:
                 # The token may have been revoked or expired early: one more call with a
                 # fresh token, outside the retry budget.
@@ -229,12 +211,12 @@ class HttpExecutor:
                 return calls, result
             attempt += 1
             wait = policy.wait_before(attempt, result.retry_after)
-            self._log(task, run, calls, logging.INFO, "retrying in %gs", wait)
+            log_attempt(task, run, calls, logging.INFO, "retrying in %gs", wait)
             await asyncio.sleep(wait)
 
     async def _attempt(
         self, seconds: float, request: PreparedRequest, credentials: Credentials
-    ) -> _Result:
+    ) -> CallResult:
         timeout = seconds
         limit = self._settings.response_excerpt_bytes
         try:
@@ -251,19 +233,19 @@ class HttpExecutor:
                 else:
                     answer = await self._send(built, limit, credentials)
         except TokenError as exc:
-            return _Result(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
+            return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
             failure = describe(exc, lenient_url(request.url), timeout)
             if failure.message.startswith("unexpected error"):
                 logger.error("unexpected error calling a target: %s", type(exc).__name__)
             message = scrub(failure.message, credentials.secrets)
-            return _Result(error=message, retryable=failure.retryable)
+            return CallResult(error=message, retryable=failure.retryable)
         status, reason, retry_after_header, excerpt = answer
         if 200 <= status < 300:
-            return _Result(status=status, excerpt=excerpt)
+            return CallResult(status=status, excerpt=excerpt)
         retryable = status == 429 or status >= 500
         retry_after = retry_after_seconds(retry_after_header)
-        return _Result(
+        return CallResult(
             status=status,
             excerpt=excerpt,
             error=f"HTTP {status} {reason}".rstrip(),
@@ -382,43 +364,3 @@ class HttpExecutor:
                 self._guard.check_static(raw_host)
         except OutboundDenied as exc:
             raise InvalidRequest(field, str(exc)) from None
-
-    # -- logging ------------------------------------------------------------------
-
-    def _log_result(
-        self, task: Task, run: Run, attempt: int, result: _Result, seconds: float
-    ) -> None:
-        # A success is DEBUG: the engine logs every run's outcome at INFO already.
-        level = logging.DEBUG if result.succeeded else logging.WARNING
-        if not logger.isEnabledFor(level):
-            return
-        what = f"HTTP {result.status}" if result.status is not None else result.error
-        logger.log(
-            level,
-            "task %s run %s attempt %d: %s in %.0f ms",
-            task.id,
-            run.id,
-            attempt,
-            what,
-            seconds * 1000,
-            extra=_fields(task, run, attempt, http_status=result.status, duration=seconds),
-        )
-
-    def _log(
-        self, task: Task, run: Run, attempt: int, level: int, message: str, *args: Any
-    ) -> None:
-        if not logger.isEnabledFor(level):
-            return
-        logger.log(
-            level,
-            "task %s run %s attempt %d: " + message,
-            task.id,
-            run.id,
-            attempt,
-            *args,
-            extra=_fields(task, run, attempt),
-        )
-
-
-def _fields(task: Task, run: Run, attempt: int, **more: Any) -> dict[str, Any]:
-    return {"task_id": str(task.id), "run_id": str(run.id), "attempt": attempt, **more}
