@@ -64,8 +64,7 @@ class OutcomeRecorder:
     async def record(self, run: Run, outcome: RunOutcome, *, last: bool = False) -> Run | None:
         """Wait until the outcome is recorded; return the run as the store holds it, or
         None when it could not be recorded (the run vanished, its lease expired).
-        `last` says that the batch goes at once: no other call is in progress, or this
-        outcome frees a slot a queued run may be waiting for."""
+        `last` says that no other call is in progress: the batch goes at once."""
         loop = asyncio.get_running_loop()
         recorded: asyncio.Future[Run | None] = loop.create_future()
         waiting = _Waiting(run, outcome, recorded)

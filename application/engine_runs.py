@@ -14,7 +14,7 @@ from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
-from domain.overlap import CANCELLED_BY_REQUEST, may_free_for_queue
+from domain.overlap import CANCELLED_BY_REQUEST
 from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
 
 __all__ = ["CANCEL_ERROR", "DRAIN_ERROR", "LEASE_ERROR", "RunRunner", "run_fields"]
@@ -133,10 +133,7 @@ class RunRunner:
             if called is None:
                 return
             outcome, lateness = called
-            # Nothing else in progress, or a queued run may be waiting for this slot:
-            # record at once rather than waiting for company.
-            at_once = not self._cancellable or may_free_for_queue(claimed.task, run.backfill_id)
-            recorded = await self._recorder.record(run, outcome, last=at_once)
+            recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
             if log.isEnabledFor(logging.INFO):

@@ -180,13 +180,6 @@ def claim_reads_queue(task: Task) -> bool:
     return task.overlap != "skip"
 
 
-def may_free_for_queue(task: Task, backfill_id: UUID | None) -> bool:
-    """Whether a run's end may start a queued run of its task: its task queues, or it is
-    a backfill's run (a backfill queues even on `skip`). Such an outcome is recorded at
-    once rather than waiting for company, so the queue moves at the target's pace."""
-    return backfill_id is not None or claim_reads_queue(task)
-
-
 @dataclass(frozen=True, slots=True)
 class SlotPlan:
     """What one claim of a task does with its slots: how many queued runs start first
