@@ -36,8 +36,8 @@ class Housekeeping:
                 self._runs.cancel(run_id, RunStatus.CANCELLED, reason or CANCEL_ERROR)
 
     async def sweep(self, now: datetime) -> None:
-        """Fail lost runs and delete old runs and task versions, each when its interval
-        has passed."""
+        """Fail lost runs and delete old runs (by age and by their task's
+        `history_limit`) and task versions, each when its interval has passed."""
         settings = self._settings
         if self.next_lost_sweep is None or now >= self.next_lost_sweep:
             freed = await self._store.expire_lost_runs_starting(now, settings.replica)
@@ -57,6 +57,15 @@ class Housekeeping:
                     break
             if deleted:
                 log.info("old runs deleted", extra={"count": deleted, "cutoff": cutoff})
+            # Runs past their task's history_limit, whatever their age.
+            over = 0
+            for _ in range(settings.retention_max_batches):
+                count = await self._store.delete_runs_over_limit(settings.retention_batch_size)
+                over += count
+                if count < settings.retention_batch_size:
+                    break
+            if over:
+                log.info("runs past their task's history_limit deleted", extra={"count": over})
             # Task history is kept as long as runs are (what was in force at the cutoff stays).
             versions = 0
             for _ in range(settings.retention_max_batches):

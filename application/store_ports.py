@@ -240,6 +240,12 @@ class TaskStore(Protocol):
         """Delete up to `batch` finished runs scheduled before `cutoff`; return how many."""
         ...
 
+    async def delete_runs_over_limit(self, batch: int) -> int:
+        """Delete up to `batch` finished runs of tasks with a `history_limit`, those
+        past each task's newest `history_limit` finished runs (`domain.retention`);
+        return how many. Queued and running runs are never deleted nor counted."""
+        ...
+
     async def ping(self) -> None:
         """Raise StoreUnavailable unless the store answers."""
         ...

@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from domain.retention import MAX_HISTORY_LIMIT
 from domain.triggers import Trigger
 from domain.validation import NUL_MESSAGE, nul_at
 
@@ -251,6 +252,12 @@ class TaskSpec(_Model):
     overlap: Overlap = "skip"
     notify: Notify | None = Field(
         default=None, description="where this task's events go; null: SCHEDULER_EVENTS_URL"
+    )
+    history_limit: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_HISTORY_LIMIT,
+        description="keep the newest N finished runs of this task; null: only the age limit",
     )
 
     @model_validator(mode="before")

@@ -1,11 +1,15 @@
 """Retention in memory: deleting, a batch at a time, the history and the runs older than
-a cutoff."""
+a cutoff, and the runs past their task's `history_limit`."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
+from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase
+from domain.retention import HistoryCount, history_trim
+from domain.runs import Run
 
 
 class Retention(MemoryStoreBase):
@@ -42,3 +46,19 @@ class Retention(MemoryStoreBase):
             for run in old:
                 del self._runs[run.id]
         return len(old)
+
+    async def delete_runs_over_limit(self, batch: int) -> int:
+        async with self._lock:
+            limits = {t.id: t.history_limit for t in self._tasks.values() if t.history_limit}
+            finished: dict[UUID, list[Run]] = defaultdict(list)
+            for run in self._runs.values():
+                if run.task_id in limits and run.status.finished:
+                    finished[run.task_id].append(run)
+            counts = [HistoryCount(t, limit, len(finished[t])) for t, limit in limits.items()]
+            deleted = 0
+            for task_id, over in history_trim(counts, batch).items():
+                oldest = sorted(finished[task_id], key=lambda run: (run.scheduled_for, run.id))
+                for run in oldest[:over]:
+                    del self._runs[run.id]
+                deleted += over
+        return deleted

@@ -134,6 +134,7 @@ WITH old AS (
         max_catch_up = %(max_catch_up)s,
         overlap = %(overlap)s,
         notify = %(notify)s,
+        history_limit = %(history_limit)s,
         next_fire_at = CASE WHEN %(reschedule)s::boolean
             THEN %(next_fire_at)s::timestamptz ELSE next_fire_at END,
         next_run_at = CASE WHEN %(reschedule)s::boolean
@@ -450,6 +451,34 @@ WHERE id = ANY(ARRAY(
     ORDER BY scheduled_for
     LIMIT %(batch)s
     FOR UPDATE SKIP LOCKED
+));
+
+-- history_counts --
+-- The tasks with a history_limit and their finished runs, each counted up to its
+-- limit + batch (domain.retention.HistoryCount), read through runs_history_idx.
+SELECT t.id, t.history_limit,
+    (SELECT count(*) FROM (
+        SELECT 1 FROM {schema}.runs AS r
+        WHERE r.task_id = t.id AND r.status <> 'running' AND r.status <> 'queued'
+        LIMIT t.history_limit + %(batch)s
+    ) AS counted) AS finished
+FROM {schema}.tasks AS t
+WHERE t.history_limit IS NOT NULL;
+
+-- delete_oldest_finished --
+-- Delete the `counts` oldest finished runs of each of `task_ids` (domain.retention
+-- decided how many). No SKIP LOCKED: two sweeps pick the same oldest runs, and the one
+-- that waited finds them gone, so together they never delete more than was decided.
+DELETE FROM {schema}.runs
+WHERE id = ANY(ARRAY(
+    SELECT o.id
+    FROM unnest(%(task_ids)s::uuid[], %(counts)s::integer[]) AS t(id, n)
+    CROSS JOIN LATERAL (
+        SELECT r.id FROM {schema}.runs AS r
+        WHERE r.task_id = t.id AND r.status <> 'running' AND r.status <> 'queued'
+        ORDER BY r.scheduled_for, r.id
+        LIMIT t.n
+    ) AS o
 ));
 
 

@@ -40,6 +40,7 @@ def task_params(task: Task) -> dict[str, Any]:
         "max_catch_up": task.max_catch_up,
         "overlap": task.overlap,
         "notify": None if task.notify is None else Jsonb(task.notify.model_dump(mode="json")),
+        "history_limit": task.history_limit,
         "consecutive_failures": task.consecutive_failures,
         "next_fire_at": task.next_fire_at,
         "next_run_at": task.next_run_at,
