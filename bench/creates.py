@@ -33,16 +33,10 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import initialize
-from bench.api import server_cpu
+from bench.api import DEFAULT_URL, figure, server_cpu
 from tests.entrypoints.live import LiveServer
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 WARM_UP = 50
-
-
-def figure(name: str, value: float | int) -> None:
-    text = f"{value:.3f}" if isinstance(value, float) else str(value)
-    print(f"{name} {text}", flush=True)
 
 
 def request(port: int, prefix: str, i: int) -> bytes:
