@@ -230,7 +230,10 @@ class APSchedulerEngine:
         due = await self._store.next_due_at()
         if due is None or due > began:
             self._passes.note_covered(began)  # nothing due at `began` is left unclaimed
-        deadline = self._house.deadline(now + self._settings.max_poll_interval)
+        # Counted from the start of the round, as the native loop does: when the clock
+        # jumped while it ran (a fake clock moved by a test), that deadline has passed
+        # and the next round, at once, covers the new instant.
+        deadline = self._house.deadline(began + self._settings.max_poll_interval)
         # Under a clock that is not the wall clock, APScheduler cannot see that instant
         # arrive; a resync then re-arms the schedule on the new shift.
         if shift and due is not None and now < due < deadline:
