@@ -188,7 +188,12 @@ class TriggerLoop:
 
     async def _sleep_until(self, deadline: datetime) -> None:
         """Until the deadline, a notification, a freed slot, or stop."""
-        if self._wake is None or self._wake.done():
+        if self._wake is not None and self._wake.done():
+            # A change was reported while the pass ran (a cancel request, a task
+            # written): it may postdate what the pass read, so look again now.
+            self._wake = None
+            return
+        if self._wake is None:
             self._wake = asyncio.create_task(wait_for_waker(self._waker, self._settings, log))
         sleeper = asyncio.create_task(self._clock.sleep_until(deadline))
         slots = asyncio.create_task(self._slots_free.wait())
@@ -198,6 +203,8 @@ class TriggerLoop:
         finally:
             for waiter in (sleeper, slots, stop):
                 waiter.cancel()
+        if self._wake.done():
+            self._wake = None  # consumed: the pass that follows covers it
         self._slots_free.clear()
 
     def _slot_freed(self) -> None:

@@ -258,7 +258,13 @@ class APSchedulerEngine:
 
     async def _sleep_until(self, deadline: datetime) -> None:
         """Until the deadline, a notification, a kick (owed pass, stop) or a retry."""
-        if self._wake is None or self._wake.done():
+        if self._wake is not None and self._wake.done():
+            # A change was reported while the round ran: it may postdate what the round
+            # read (a cancel request, a task written), so look again now.
+            self._wake = None
+            self._resync_wanted = True
+            return
+        if self._wake is None:
             self._wake = asyncio.create_task(wait_for_waker(self._waker, self._settings, log))
         mine = {
             asyncio.create_task(self._clock.sleep_until(deadline)),
@@ -272,6 +278,7 @@ class APSchedulerEngine:
             for waiter in mine:
                 waiter.cancel()
         if self._wake.done():
+            self._wake = None  # consumed: the round that follows covers it
             self._resync_wanted = True
         self._kick.clear()
         self._retry_soon = False
