@@ -15,7 +15,7 @@ from domain.tasks import Task, TaskSpec
 # The columns a task or run row is read from: exactly the fields of the domain models.
 TASK_COLUMNS = tuple(Task.model_fields)
 RUN_COLUMNS = tuple(Run.model_fields)
-JSON_COLUMNS = frozenset({"trigger", "target"})
+JSON_COLUMNS = frozenset({"trigger", "target", "notify"})
 
 _HEADER = re.compile(r"^-- (?P<name>[a-z_]+) --$", re.MULTILINE)
 
@@ -36,8 +36,9 @@ def load_queries() -> dict[str, LiteralString]:
 
 
 def _task_column(name: str) -> sql.Composable:
-    # Trigger and target are read as JSON text, which pydantic validates in one pass
-    # (faster than psycopg parsing to dicts and pydantic validating those).
+    # Trigger, target and notify are read as JSON text, which pydantic validates in one
+    # pass (faster than psycopg parsing to dicts and pydantic validating those), and
+    # `rows` shares the model of equal texts.
     if name in JSON_COLUMNS:
         return sql.SQL("{}::text AS {}").format(sql.Identifier(name), sql.Identifier(name))
     return sql.Identifier(name)

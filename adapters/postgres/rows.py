@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from domain.history import TaskVersion
 from domain.runs import Run
-from domain.tasks import HttpTarget, Task
+from domain.tasks import HttpTarget, Notify, Task
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
@@ -73,10 +73,19 @@ def _target(text: str) -> HttpTarget:
     return HttpTarget.model_validate_json(text)
 
 
+@lru_cache(maxsize=4096)
+def _notify(text: str) -> Notify:
+    # A frozen value too, and most tasks of a deployment send their events to a few
+    # places: a claim of tasks with `notify` then parses each distinct one once.
+    return Notify.model_validate_json(text)
+
+
 def to_task(row: dict[str, Any]) -> Task:
-    """A task from a row whose trigger and target are JSON text (see queries.py)."""
+    """A task from a row whose trigger, target and notify are JSON text (queries.py)."""
     row["trigger"] = _trigger(row["trigger"])
     row["target"] = _target(row["target"])
+    if row["notify"] is not None:
+        row["notify"] = _notify(row["notify"])
     return Task.model_validate(row)
 
 
