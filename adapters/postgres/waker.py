@@ -120,8 +120,32 @@ class PostgresWaker:
             delay = min(delay * 2, self._max_retry)
 
     async def _receive(self, conn: AsyncConnection[Any]) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            async for _ in conn.notifies(timeout=self._keepalive):
+            # What has arrived, and what psycopg kept aside while a statement ran.
+            async for _ in conn.notifies(timeout=0):
                 self._event.set()
-            # Quiet for a while: prove the connection is alive (a dead peer raises here).
-            await conn.execute("SELECT 1", prepare=False)
+            # Sleep on the socket itself: psycopg's own wait for notifications wakes
+            # every 0.1 s to look, which an idle replica paid ten times a second.
+            if not await _readable(loop, conn.pgconn.socket, self._keepalive):
+                # Quiet for a while: prove the connection is alive (a dead peer raises).
+                await conn.execute("SELECT 1", prepare=False)
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, fd: int, seconds: float) -> bool:
+    """Whether `fd` became readable (data, or the peer's end) within `seconds`."""
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, _settle, ready)
+    try:
+        async with asyncio.timeout(seconds):
+            await ready
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+
+
+def _settle(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)

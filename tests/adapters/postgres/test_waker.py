@@ -89,3 +89,28 @@ async def test_a_waker_starts_while_the_server_is_unreachable() -> None:
     finally:
         await waker.close()
     await waker.close()  # idempotent
+
+
+async def test_a_quiet_listen_connection_is_proven_alive_and_still_wakes(
+    postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
+) -> None:
+    waker = PostgresWaker(postgres_backend.url, postgres_store.schema, keepalive=0.2)
+    await waker.start()
+    try:
+        pid = waker.listening_pid
+
+        async def kept_alive() -> bool:
+            # The listening connection ran its keepalive statement, and is idle again.
+            async with await psycopg.AsyncConnection.connect(postgres_backend.url) as conn:
+                cur = await conn.execute(
+                    "SELECT query, state FROM pg_stat_activity WHERE pid = %s", [pid]
+                )
+                return await cur.fetchone() == ("SELECT 1", "idle")
+
+        await eventually(kept_alive, "the keepalive statement")
+        assert await asleep(waker)  # the keepalive woke nobody
+        await postgres_store.create_task(make_task())
+        await asyncio.wait_for(waker.wait(), 2)
+        assert waker.listening_pid == pid  # the same connection, never dropped
+    finally:
+        await waker.close()
