@@ -157,6 +157,57 @@ WITH old AS (
 )
 SELECT {task_names} FROM updated;
 
+-- update_tasks --
+-- update_task for many tasks in one statement (an apply): `rows` is a JSON array of task
+-- rows (adapters.postgres.rows.task_row) each with its `expected_version` and
+-- `reschedule`. Returns the ids it wrote: a task missing from them was not at its
+-- expected version (or is gone), and the caller rolls the whole apply back.
+WITH input AS (
+    SELECT r.*, (e.value ->> 'expected_version')::integer AS expected_version,
+        (e.value ->> 'reschedule')::boolean AS reschedule
+    FROM jsonb_array_elements(%(rows)s::jsonb) AS e (value)
+    CROSS JOIN LATERAL jsonb_populate_record(NULL::{schema}.tasks, e.value) AS r
+), old AS (
+    SELECT t.id, {spec_state_of_t} AS state
+    FROM {schema}.tasks AS t JOIN input AS i ON t.id = i.id AND t.version = i.expected_version
+), updated AS (
+    UPDATE {schema}.tasks AS t SET
+        name = i.name,
+        description = i.description,
+        trigger = i.trigger,
+        target = i.target,
+        enabled = i.enabled,
+        tags = i.tags,
+        misfire_grace_seconds = i.misfire_grace_seconds,
+        max_running_instances = i.max_running_instances,
+        jitter_seconds = i.jitter_seconds,
+        pause_after_failures = i.pause_after_failures,
+        catch_up = i.catch_up,
+        max_catch_up = i.max_catch_up,
+        overlap = i.overlap,
+        notify = i.notify,
+        history_limit = i.history_limit,
+        next_fire_at = CASE WHEN i.reschedule THEN i.next_fire_at ELSE t.next_fire_at END,
+        next_run_at = CASE WHEN i.reschedule THEN i.next_run_at ELSE t.next_run_at END,
+        consecutive_failures = CASE WHEN i.reschedule
+            THEN i.consecutive_failures ELSE t.consecutive_failures END,
+        updated_at = i.updated_at,
+        version = t.version + 1
+    FROM input AS i
+    WHERE t.id = i.id AND t.version = i.expected_version
+    RETURNING t.id, t.version, t.updated_at, {spec_state_of_t} AS state
+), recorded AS (
+    INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
+    SELECT u.id, u.version, u.updated_at, %(actor)s::text, 'api',
+        (SELECT coalesce(jsonb_object_agg(n.key, jsonb_build_array(o.state -> n.key, n.value)),
+                         '{{}}'::jsonb)
+         FROM jsonb_each(u.state) AS n
+         WHERE (o.state -> n.key) IS DISTINCT FROM n.value),
+        u.state
+    FROM updated AS u JOIN old AS o ON o.id = u.id
+)
+SELECT id FROM updated;
+
 -- task_version --
 -- The stored version of a task, to tell a conflict from a missing task.
 SELECT version FROM {schema}.tasks WHERE id = %(id)s;

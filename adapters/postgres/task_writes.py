@@ -111,20 +111,19 @@ class TaskWrites(PostgresStoreBase):
                             raise TaskNotFound(task_id)
                         cur.nextset()
                 if updated:
-                    params = [
-                        task_params(u.task)
-                        | {
-                            "expected_version": u.expected_version,
-                            "reschedule": u.reschedule,
-                            "actor": actor,
-                        }
-                        for u in updated
-                    ]
-                    await cur.executemany(self._q["update_task"], params, returning=True)
+                    # One statement, as for the creates below.
+                    rows = Jsonb(
+                        [
+                            task_row(u.task)
+                            | {"expected_version": u.expected_version, "reschedule": u.reschedule}
+                            for u in updated
+                        ]
+                    )
+                    await cur.execute(self._q["update_tasks"], {"rows": rows, "actor": actor})
+                    written = {row["id"] for row in await cur.fetchall()}
                     for update in updated:
-                        if await cur.fetchone() is None:
+                        if update.task.id not in written:
                             raise VersionConflict(update.task.id, update.expected_version)
-                        cur.nextset()
                     await name_calendars(conn, self._c, [u.task for u in updated], created=False)
                     # One statement per kind of drop, not one per task: an apply may
                     # update thousands of tasks that keep no queue.
