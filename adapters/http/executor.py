@@ -8,7 +8,6 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -24,7 +23,8 @@ from adapters.http.auth import (
     redacted_header,
 )
 from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
-from adapters.http.guard import OutboundDenied, OutboundGuard, Resolver
+from adapters.http.guard import OutboundGuard, Resolver
+from adapters.http.host_checks import HostChecks
 from adapters.http.requests import (
     CookielessClient,
     PreparedRequest,
@@ -32,7 +32,6 @@ from adapters.http.requests import (
     build_request,
     header_pairs,
     lenient_url,
-    parse_url,
     set_header,
     template_context,
 )
@@ -76,6 +75,7 @@ class HttpExecutor:
             resolver=resolver,
             cache_seconds=self._settings.dns_cache_seconds,
         )
+        self._hosts = HostChecks(self._guard)
         self._clock = clock or SystemClock()
         self._templates = Templates()
         self._client: httpx.AsyncClient | None = None
@@ -85,13 +85,13 @@ class HttpExecutor:
     def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         if target.template:
             self._templates.check(target)
-        self._check_host("target.url", target.url, templated=target.template)
+        self._hosts.check("target.url", target.url, templated=target.template)
         if isinstance(target.auth, OAuth2ClientCredentials):
-            self._check_host("target.auth.token_url", target.auth.token_url)
+            self._hosts.check("target.auth.token_url", target.auth.token_url)
         if notify is not None:
-            self._check_host("notify.url", notify.url)
+            self._hosts.check("notify.url", notify.url)
             if isinstance(notify.auth, OAuth2ClientCredentials):
-                self._check_host("notify.auth.token_url", notify.auth.token_url)
+                self._hosts.check("notify.auth.token_url", notify.auth.token_url)
 
     async def deliver(self, event: Outgoing) -> Delivery:
         """One attempt to send `event` to its destination: its body, a signed JSON POST,
@@ -343,24 +343,3 @@ class HttpExecutor:
 
     def _env(self) -> Mapping[str, str]:
         return os.environ if self._environ is None else self._environ
-
-    def _check_host(self, field: str, url: str, *, templated: bool = False) -> None:
-        """Judge the host as the call will see it: the HTTP client's parsing of the URL
-        (the transport hands the guard exactly that host), and the standard library's
-        too, so that no reading of the URL names a denied address."""
-        try:
-            host = urlsplit(url).hostname
-            if host:
-                self._guard.check_static(host)
-            if templated and "{" in url:
-                return  # the host is known only once rendered; the transport judges it
-            try:
-                parsed = parse_url(url)
-            except httpx.InvalidURL as exc:
-                message = f"is not a URL the HTTP client accepts: {exc}"
-                raise InvalidRequest(field, message) from None
-            raw_host = parsed.raw_host.decode("ascii")
-            if raw_host and raw_host != host:  # the same host was judged just above
-                self._guard.check_static(raw_host)
-        except OutboundDenied as exc:
-            raise InvalidRequest(field, str(exc)) from None

@@ -1,0 +1,63 @@
+"""The outbound guard's verdict on the host of a URL a task or a destination names,
+given when the task is written (a call judges again, after DNS: the transport's guard).
+
+The verdict depends only on the URL and the guard's allow and deny lists, which are
+fixed for the executor's life, so it is remembered: an apply of 10,000 tasks that names
+the same targets as the last one judges none of them again (httpx's URL parser is the
+dear part).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import httpx
+
+from adapters.http.guard import OutboundDenied, OutboundGuard
+from adapters.http.requests import parse_url
+from domain.errors import InvalidRequest
+
+# URLs whose verdict is kept; the memory is dropped whole when full (a URL is at most
+# 4,096 characters, and most are short).
+REMEMBERED = 16_384
+
+
+class HostChecks:
+    def __init__(self, guard: OutboundGuard) -> None:
+        self._guard = guard
+        self._verdicts: dict[tuple[str, bool], str | None] = {}
+
+    def check(self, field: str, url: str, *, templated: bool = False) -> None:
+        """Raises InvalidRequest naming `field` when the call could reach a denied host,
+        or when the HTTP client would not accept the URL."""
+        key = (url, templated)
+        try:
+            problem = self._verdicts[key]
+        except KeyError:
+            problem = self._judge(url, templated)
+            if len(self._verdicts) >= REMEMBERED:
+                self._verdicts.clear()
+            self._verdicts[key] = problem
+        if problem is not None:
+            raise InvalidRequest(field, problem)
+
+    def _judge(self, url: str, templated: bool) -> str | None:
+        """Judge the host as the call will see it: the HTTP client's parsing of the URL
+        (the transport hands the guard exactly that host), and the standard library's
+        too, so that no reading of the URL names a denied address."""
+        try:
+            host = urlsplit(url).hostname
+            if host:
+                self._guard.check_static(host)
+            if templated and "{" in url:
+                return None  # the host is known only once rendered; the transport judges it
+            try:
+                parsed = parse_url(url)
+            except httpx.InvalidURL as exc:
+                return f"is not a URL the HTTP client accepts: {exc}"
+            raw_host = parsed.raw_host.decode("ascii")
+            if raw_host and raw_host != host:  # the same host was judged just above
+                self._guard.check_static(raw_host)
+        except OutboundDenied as exc:
+            return str(exc)
+        return None
