@@ -13,10 +13,10 @@ from application.ports import RunDispatcher
 from domain.backfills import BackfillRequest
 from domain.runs import Run, RunStatus
 from domain.triggers import CronTrigger
-from tests.application.test_engine_contract import T0, Cluster, key_of, keys
-from tests.application.test_engine_contract import cluster as cluster  # fixtures
-from tests.application.test_engine_contract import engine_factory as engine_factory
-from tests.application.test_engine_contract import http_executor as http_executor
+from tests.fixtures.cluster import T0, Cluster, key_of, keys
+from tests.fixtures.cluster import cluster as cluster  # fixtures
+from tests.fixtures.cluster import engine_factory as engine_factory
+from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
 

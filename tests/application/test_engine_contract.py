@@ -12,163 +12,23 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from typing import Any, TypeVar
-from uuid import uuid4
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from adapters.clock import FakeClock
-from adapters.http import HttpExecutor
 from adapters.memory import NoopExecutor
-from application.engine import TriggerLoop
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
-from application.engine_settings import EngineSettings
-from application.ports import EngineTestHooks, Executor, TaskStore, Waker
-from domain.calendars import CalendarRef, StoredCalendar
-from domain.claims import initial_fire_at, scheduled
-from domain.runs import REPLICA_LOST, Run, RunStatus, occurrence_key
-from domain.tasks import RetryPolicy, Task
+from domain.claims import initial_fire_at
+from domain.runs import REPLICA_LOST, RunStatus
+from domain.tasks import RetryPolicy
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger
-from tests.adapters.apscheduler.support import apscheduler_engine_class
-from tests.fixtures.backends import Backend
+from tests.fixtures.cluster import MINUTE, SECOND, T0, Cluster, key_of, keys, received, statuses
+from tests.fixtures.cluster import cluster as cluster  # fixtures
+from tests.fixtures.cluster import engine_factory as engine_factory
+from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
-
-T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
-SECOND = timedelta(seconds=1)
-MINUTE = timedelta(minutes=1)
-WAIT = 15.0  # the longest any condition is waited for, in real seconds
-
-T = TypeVar("T")
-
-
-# Builds an engine from (store, waker, executor, clock, settings), as TriggerLoop does.
-EngineFactory = Callable[..., EngineTestHooks]
-
-
-@dataclass
-class Cluster:
-    """Engines sharing one backend, one fake clock and one executor."""
-
-    backend: Backend
-    clock: FakeClock
-    executor: Executor
-    store: TaskStore  # the test's own handle, as an API replica would hold one
-    factory: EngineFactory = TriggerLoop
-    engines: list[EngineTestHooks] = field(default_factory=list)
-    stores: list[TaskStore] = field(default_factory=list)
-    wakers: list[Waker] = field(default_factory=list)
-
-    async def engine(self, executor: Executor | None = None, **settings: Any) -> EngineTestHooks:
-        store = await self.backend.new_store()
-        waker = await self.backend.new_waker()
-        options: dict[str, Any] = {
-            "replica": f"engine-{len(self.engines) + 1}",
-            "drain_timeout": 5.0,
-            "record_grace": 5.0,
-            "store_retry_initial": 0.05,
-            "store_retry_max": 0.5,
-        }
-        engine = self.factory(
-            store,
-            waker,
-            executor or self.executor,
-            self.clock,
-            EngineSettings(**(options | settings)),
-        )
-        self.engines.append(engine)
-        self.stores.append(store)
-        self.wakers.append(waker)
-        await engine.start()
-        await eventually(self._alive(engine), "the engine to start")
-        return engine
-
-    async def add(self, task: Task) -> Task:
-        return await self.store.create_task(task)
-
-    async def advance_to(self, instant: datetime, *engines: EngineTestHooks) -> None:
-        """Move the clock and wait until the engines have looked at the store since."""
-        self.clock.set(instant)
-        await self.settle(*engines)
-
-    async def settle(self, *engines: EngineTestHooks) -> None:
-        now = self.clock.now()
-        for engine in engines or self.engines:
-
-            async def passed(engine: EngineTestHooks = engine) -> bool:
-                return engine.last_pass_at is not None and engine.last_pass_at >= now
-
-            await eventually(passed, f"{engine.settings.replica} to pass at {now}")
-
-    async def runs(self, task: Task) -> list[Run]:
-        return await self.store.list_runs(task.id, None, None, 500)
-
-    async def wait_runs(
-        self, task: Task, count: int, *, finished: bool = True, what: str = ""
-    ) -> list[Run]:
-        async def probe() -> list[Run] | None:
-            runs = await self.runs(task)
-            done = [r for r in runs if r.status.finished or not finished]
-            return runs if len(done) >= count else None
-
-        return await eventually(probe, what or f"{count} runs of {task.name}")
-
-    async def close(self) -> None:
-        for engine in self.engines:
-            await engine.stop()
-        for waker in self.wakers:
-            await waker.close()
-
-    @staticmethod
-    def _alive(engine: EngineTestHooks) -> Callable[[], Awaitable[bool]]:
-        async def probe() -> bool:
-            return engine.alive
-
-        return probe
-
-
-@pytest.fixture
-async def http_executor() -> AsyncIterator[HttpExecutor]:
-    executor = HttpExecutor()
-    yield executor
-    await executor.close()
-
-
-@pytest.fixture(params=["native", "apscheduler"])
-def engine_factory(request: pytest.FixtureRequest) -> EngineFactory:
-    if request.param == "apscheduler":
-        factory: EngineFactory = apscheduler_engine_class()
-        return factory
-    return TriggerLoop
-
-
-@pytest.fixture
-async def cluster(
-    backend: Backend, http_executor: HttpExecutor, engine_factory: EngineFactory
-) -> AsyncIterator[Cluster]:
-    clock = FakeClock(T0 - 30 * SECOND)
-    group = Cluster(backend, clock, http_executor, await backend.new_store(), engine_factory)
-    try:
-        yield group
-    finally:
-        await group.close()
-
-
-def key_of(task: Task, occurrence: datetime) -> str:
-    return occurrence_key(task.id, occurrence)
-
-
-def keys(target: RecordingTarget, path: str | None = None) -> list[str | None]:
-    return [r.header("Idempotency-Key") for r in target.received(path)]
-
-
-def statuses(runs: Iterable[Run]) -> list[RunStatus]:
-    return [run.status for run in runs]
-
 
 # -- firing ---------------------------------------------------------------------------
 
@@ -271,7 +131,7 @@ async def test_max_running_instances_skips_while_a_run_is_in_flight(
     )
     engine = await cluster.engine()
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/slow", 1), "the first call")
+    await eventually(lambda: received(recording_target, "/slow", 1), "the first call")
     await cluster.advance_to(T0 + 10 * SECOND, engine)
     runs = await cluster.wait_runs(task, 2, what="the first run to end")
     by_time = sorted(runs, key=lambda r: r.scheduled_for)
@@ -294,7 +154,7 @@ async def test_a_killed_engines_lease_expires_and_frees_the_slot(
     )
     doomed = await cluster.engine()
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/lease", 1), "the hanging call")
+    await eventually(lambda: received(recording_target, "/lease", 1), "the hanging call")
     [first] = await cluster.wait_runs(task, 1, finished=False)
     assert first.lease_expires_at == T0 + 35 * SECOND
     await doomed.kill()  # no stop(): nothing is recorded, the lease stays
@@ -421,8 +281,8 @@ async def test_a_clean_stop_leaves_nothing_running(
     brief = await cluster.add(make_task(url=recording_target.url("/brief")))
     engine = await cluster.engine(drain_timeout=1.0)
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/stuck", 1), "the stuck call")
-    await eventually(lambda: _received(recording_target, "/brief", 1), "the brief call")
+    await eventually(lambda: received(recording_target, "/stuck", 1), "the stuck call")
+    await eventually(lambda: received(recording_target, "/brief", 1), "the brief call")
     began = time.monotonic()
     await engine.stop()
     assert time.monotonic() - began < 3.0
@@ -440,7 +300,7 @@ async def test_a_cancel_through_one_engine_stops_a_run_on_another(
     task = await cluster.add(make_task(url=recording_target.url("/cancel"), timeout=60))
     engines = [await cluster.engine(), await cluster.engine()]
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/cancel", 1), "the call")
+    await eventually(lambda: received(recording_target, "/cancel", 1), "the call")
     [run] = await cluster.wait_runs(task, 1, finished=False)
     owner = next(i for i, e in enumerate(engines) if e.settings.replica == run.replica)
     other_store = cluster.stores[1 - owner]
@@ -502,44 +362,3 @@ async def test_a_manual_run_is_dispatched_on_the_engine(
     engine.dispatch(claimed)
     [run] = await cluster.wait_runs(task, 1)
     assert (run.status, run.manual) == (RunStatus.SUCCEEDED, True)
-
-
-async def _received(target: RecordingTarget, path: str, count: int) -> bool:
-    return len(target.received(path)) >= count
-
-
-async def test_a_task_naming_a_calendar_fires_by_it_and_follows_its_changes(
-    cluster: Cluster, recording_target: RecordingTarget
-) -> None:
-    """Both engines: the claim path (and APScheduler's schedule) reads the calendar, and
-    a change of it re-plans the task at once (T0 is Monday 2026-03-02, 12:00 UTC)."""
-    day = timedelta(days=1)
-    store: Any = cluster.store
-    closures = await store.create_calendar(
-        StoredCalendar(
-            id=uuid4(), name="closures", dates=(date(2026, 3, 3),), created_at=T0, updated_at=T0
-        )
-    )
-    trigger = CronTrigger(expression="0 12 * * *", calendar=CalendarRef(name="closures"))
-    paused = make_task(trigger, url=recording_target.url("/closures"), enabled=False)
-    planned = scheduled(
-        paused.model_copy(update={"enabled": True}), T0 - SECOND, calendars={"closures": closures}
-    )
-    task = await cluster.add(planned)
-    engine = await cluster.engine()
-    await cluster.advance_to(T0, engine)
-    await cluster.wait_runs(task, 1)
-    assert (await cluster.store.get_task(task.id)).next_run_at == T0 + 2 * day  # not Tuesday
-    await cluster.advance_to(T0 + day, engine)
-    assert len(await cluster.runs(task)) == 1
-    # Thursday closes too, from Tuesday afternoon on.
-    changed = {"dates": (date(2026, 3, 3), date(2026, 3, 5)), "updated_at": T0 + day}
-    await store.update_calendar(closures.model_copy(update=changed), 1)
-    await cluster.advance_to(T0 + 2 * day, engine)
-    await cluster.wait_runs(task, 2)
-    await cluster.advance_to(T0 + 3 * day, engine)
-    assert len(await cluster.runs(task)) == 2
-    await cluster.advance_to(T0 + 4 * day, engine)
-    runs = await cluster.wait_runs(task, 3)
-    assert sorted(r.scheduled_for for r in runs) == [T0, T0 + 2 * day, T0 + 4 * day]
-    assert set(statuses(runs)) == {RunStatus.SUCCEEDED}

@@ -11,10 +11,10 @@ import pytest
 
 from application.engine_runs import CANCEL_ERROR
 from domain.runs import RunStatus
-from tests.application.test_engine_contract import SECOND, T0, Cluster, _received, eventually
-from tests.application.test_engine_contract import cluster as cluster  # fixtures
-from tests.application.test_engine_contract import engine_factory as engine_factory
-from tests.application.test_engine_contract import http_executor as http_executor
+from tests.fixtures.cluster import SECOND, T0, Cluster, eventually, received
+from tests.fixtures.cluster import cluster as cluster  # fixtures
+from tests.fixtures.cluster import engine_factory as engine_factory
+from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
 
@@ -26,7 +26,7 @@ async def test_a_cancel_requested_while_the_owner_passes_stops_its_run(
     task = await cluster.add(make_task(url=recording_target.url("/hang"), timeout=60))
     engine = await cluster.engine()
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/hang", 1), "the call")
+    await eventually(lambda: received(recording_target, "/hang", 1), "the call")
     [run] = await cluster.wait_runs(task, 1, finished=False)
 
     # Hold the engine's next pass inside the store, after it has looked for cancel

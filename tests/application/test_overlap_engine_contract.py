@@ -11,18 +11,18 @@ import pytest
 from domain.overlap import replaced_by
 from domain.runs import REPLICA_LOST, Run, RunStatus
 from domain.triggers import IntervalTrigger
-from tests.application.test_engine_contract import (
+from tests.fixtures.cluster import (
     SECOND,
     T0,
     Cluster,
-    _received,
     eventually,
     key_of,
     keys,
+    received,
 )
-from tests.application.test_engine_contract import cluster as cluster  # fixtures
-from tests.application.test_engine_contract import engine_factory as engine_factory
-from tests.application.test_engine_contract import http_executor as http_executor
+from tests.fixtures.cluster import cluster as cluster  # fixtures
+from tests.fixtures.cluster import engine_factory as engine_factory
+from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
 
@@ -49,7 +49,7 @@ async def test_three_engines_start_each_queued_run_once_in_order(
     )
     engines = [await cluster.engine() for _ in range(3)]
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/buffer", 1), "the first call")
+    await eventually(lambda: received(recording_target, "/buffer", 1), "the first call")
     for step in (1, 2, 3, 4):
         await cluster.advance_to(T0 + step * 10 * SECOND, *engines)
     queued = [r for r in await cluster.runs(task) if r.status is RunStatus.QUEUED]
@@ -79,7 +79,7 @@ async def test_a_killed_replica_holding_the_slot_frees_it_for_the_queue(
     )
     doomed = await cluster.engine()
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/lost", 1), "the hanging call")
+    await eventually(lambda: received(recording_target, "/lost", 1), "the hanging call")
     await doomed.kill()  # no stop(): nothing is recorded, the lease stays
     survivor = await cluster.engine(lost_run_sweep_interval=timedelta(seconds=1))
     await cluster.advance_to(T0 + 10 * SECOND, survivor)
@@ -112,7 +112,7 @@ async def test_replace_stops_the_run_in_flight_and_calls_the_new_one(
     )
     engines = [await cluster.engine(), await cluster.engine()]
     cluster.clock.set(T0)
-    await eventually(lambda: _received(recording_target, "/replace", 1), "the hanging call")
+    await eventually(lambda: received(recording_target, "/replace", 1), "the hanging call")
     await cluster.advance_to(T0 + 10 * SECOND, *engines)
     old, new = by_time(await cluster.wait_runs(task, 2, what="both runs to end"))
     assert (old.status, old.error) == (RunStatus.CANCELLED, replaced_by(new.id))
