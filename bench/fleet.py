@@ -1,7 +1,7 @@
 """Replicas as processes against one PostgreSQL, watched from outside (issue 14's rows on
 bursts across replicas and idle fleets).
 
-Scenarios, in a database of its own (bench/engine.py's helpers: the local keep-alive
+Scenarios, in a database of its own (bench/engine_harness.py: the local keep-alive
 target, the task fill, the replica process), each replica a process of its own whose
 resident memory is sampled every second from /proc:
 
@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.engine import (
+from bench.engine_harness import (
     DEFAULT_URL,
     bench_database,
     count_finished,
