@@ -49,7 +49,8 @@ class Housekeeping:
             self.next_lost_sweep = now + settings.lost_run_sweep_interval
         if self.next_retention_sweep is None or now >= self.next_retention_sweep:
             cutoff = now - settings.run_retention
-            deleted = 0
+            # Whole weeks first (a partition dropped), then what is left row by row.
+            deleted = await self._store.drop_runs_before(cutoff, now)
             for _ in range(settings.retention_max_batches):
                 count = await self._store.delete_runs_before(cutoff, settings.retention_batch_size)
                 deleted += count

@@ -236,6 +236,14 @@ class TaskStore(Protocol):
         "replica lost", free their leases, and return them."""
         ...
 
+    async def drop_runs_before(self, cutoff: datetime, now: datetime) -> int:
+        """Remove in bulk what the store holds in bulk: on PostgreSQL, each week
+        partition of runs scheduled wholly before `cutoff` whose runs have all finished
+        (none queued or running), after making the partitions for `now` and the week
+        after; return how many runs went. A store without partitions removes nothing
+        here (`delete_runs_before` removes the same runs, a batch at a time)."""
+        ...
+
     async def delete_runs_before(self, cutoff: datetime, batch: int) -> int:
         """Delete up to `batch` finished runs scheduled before `cutoff`; return how many."""
         ...

@@ -3,7 +3,9 @@
 Under an advisory lock (so initializers started together run one after the other), it
 reads the catalog and issues, with `IF NOT EXISTS`, only what is missing: the schema,
 tables (with their keys), columns added since (`ADD COLUMN IF NOT EXISTS`), foreign
-keys and indexes. A second run finds nothing to do and takes no table lock. Every
+keys, indexes, and the partitions of partitioned tables (the current period's and the
+next: adapters/postgres/partitions.py). A second run finds nothing to do and takes no
+table lock. Every
 statement is composed with `psycopg.sql`; the SQL fragments the toml holds (types,
 defaults, index predicates) were checked against narrow patterns by `schemata`.
 """
@@ -13,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from psycopg import AsyncConnection, sql
 
 from adapters.postgres.errors import translated_errors
+from adapters.postgres.partitions import create_parent, ensure_partitions, partition_existing
 from adapters.postgres.queries import load_queries
 from adapters.postgres.schemata import ForeignKey, Index, Table, read_schemata
 
@@ -37,6 +41,7 @@ class Catalog:
 
     schema_exists: bool = False
     relations: set[str] = field(default_factory=set)  # tables and indexes
+    kinds: dict[str, str] = field(default_factory=dict)  # relkind: 'r' table, 'p' partitioned
     columns: dict[str, set[str]] = field(default_factory=dict)
     constraints: set[str] = field(default_factory=set)
 
@@ -70,12 +75,26 @@ def schema_lock_key(schema: str) -> int:
 
 async def _initialize(conn: AsyncConnection[Any], schema: str, tables: list[Table]) -> list[str]:
     queries = load_queries()
+    now = datetime.now(UTC)
     async with conn.transaction():
         await conn.execute(queries["lock_schema"], {"key": schema_lock_key(schema)})
         catalog = await read_catalog(conn, schema)
         statements = plan(schema, tables, catalog)
         for statement in statements:
             await conn.execute(statement)
+        # A table declared partitioned that is not yet (an older database) becomes so,
+        # its columns brought up to date first; then what it lacks as a partitioned table.
+        upgrades = [t for t in tables if t.partitions and catalog.kinds.get(t.name) == "r"]
+        for table in upgrades:
+            statements += await partition_existing(conn, schema, table, _body(schema, table), now)
+        if upgrades:
+            more = plan(schema, tables, await read_catalog(conn, schema))
+            for statement in more:
+                await conn.execute(statement)
+            statements += more
+        for table in tables:
+            if table.partitions is not None:
+                statements += await ensure_partitions(conn, schema, table, now)
     return [statement.as_string(conn) for statement in statements]
 
 
@@ -86,7 +105,8 @@ async def read_catalog(conn: AsyncConnection[Any], schema: str) -> Catalog:
     cur = await conn.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", [schema])
     catalog.schema_exists = await cur.fetchone() is not None
     cur = await conn.execute(queries["existing_relations"], params)
-    catalog.relations = {name for name, _kind in await cur.fetchall()}
+    catalog.kinds = dict(await cur.fetchall())
+    catalog.relations = set(catalog.kinds)
     cur = await conn.execute(queries["existing_columns"], params)
     for table, column in await cur.fetchall():
         catalog.columns.setdefault(table, set()).add(column)
@@ -104,7 +124,7 @@ def plan(schema: str, tables: list[Table], catalog: Catalog) -> list[sql.Compose
     for table in tables:
         qualified = sql.Identifier(schema, table.name)
         if table.name not in catalog.relations:
-            statements.append(_create_table(schema, table))
+            statements += _create_table(schema, table)
         else:
             present = catalog.columns.get(table.name, set())
             for column in table.columns:
@@ -125,15 +145,24 @@ def plan(schema: str, tables: list[Table], catalog: Catalog) -> list[sql.Compose
     return statements
 
 
-def _create_table(schema: str, table: Table) -> sql.Composed:
+def _create_table(schema: str, table: Table) -> list[sql.Composed]:
+    if table.partitions is not None:
+        return create_parent(schema, table, _body(schema, table))
+    return [
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
+            sql.Identifier(schema, table.name), _body(schema, table)
+        )
+    ]
+
+
+def _body(schema: str, table: Table) -> sql.Composed:
+    """A table's columns and keys, as CREATE TABLE lists them."""
     items = [
         sql.SQL("{} {}").format(sql.Identifier(c.name), _fragment(c.definition))
         for c in table.columns
     ]
     items += [definition for _name, definition in _constraints(schema, table)]
-    return sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(
-        sql.Identifier(schema, table.name), sql.SQL(", ").join(items)
-    )
+    return sql.SQL(", ").join(items)
 
 
 def _constraints(schema: str, table: Table) -> list[tuple[str, sql.Composed]]:

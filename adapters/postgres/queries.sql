@@ -33,6 +33,25 @@ FROM pg_catalog.pg_constraint AS con
 JOIN pg_catalog.pg_namespace AS n ON n.oid = con.connamespace
 WHERE n.nspname = %(schema)s;
 
+-- partitions_of --
+-- The partitions of a table with their ranges (adapters/postgres/partitions.py): the
+-- bounds PostgreSQL prints, read back as timestamps (NULL: MINVALUE or MAXVALUE).
+SELECT c.relname,
+    (regexp_match(b.bound, $$FROM \('([^']*)'\)$$))[1]::timestamptz,
+    (regexp_match(b.bound, $$TO \('([^']*)'\)$$))[1]::timestamptz,
+    b.bound = 'DEFAULT'
+FROM pg_catalog.pg_inherits AS i
+JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+CROSS JOIN LATERAL (SELECT pg_catalog.pg_get_expr(c.relpartbound, c.oid) AS bound) AS b
+JOIN pg_catalog.pg_class AS p ON p.oid = i.inhparent
+JOIN pg_catalog.pg_namespace AS n ON n.oid = p.relnamespace
+WHERE n.nspname = %(schema)s AND p.relname = %(table)s;
+
+-- indexes_of --
+-- The indexes of one table, its primary key's among them.
+SELECT indexname FROM pg_catalog.pg_indexes
+WHERE schemaname = %(schema)s AND tablename = %(table)s;
+
 
 -- ping --
 -- The cheapest statement that proves the server answers.

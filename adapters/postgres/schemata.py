@@ -86,12 +86,24 @@ class ForeignKey:
 
 
 @dataclass(frozen=True, slots=True)
+class Partitioning:
+    """Range partitions of a table by a timestamptz column, each `days` long (counted
+    from Monday 1970-01-05 00:00 UTC), kept ready `ahead` partitions past the current
+    one (adapters/postgres/partitions.py)."""
+
+    column: str
+    days: int = 7
+    ahead: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Table:
     name: str
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...]
     foreign_keys: tuple[ForeignKey, ...] = ()
     indexes: tuple[Index, ...] = ()
+    partitions: Partitioning | None = None
 
 
 def read_schemata(path: Path | None = None) -> list[Table]:
@@ -129,7 +141,7 @@ def _table(entry: dict[str, Any], label: str, earlier: dict[str, Table]) -> Tabl
         raise SchemataError(label, "name", "must be a lower-case SQL identifier")
     if name in earlier:
         raise SchemataError(name, "name", "is declared twice")
-    _only(entry, {"name", "columns", "primary_key", "foreign_keys", "indexes"}, name)
+    _only(entry, {"name", "columns", "primary_key", "foreign_keys", "indexes", "partitions"}, name)
     columns = _columns(entry.get("columns"), name)
     known = {c.name for c in columns}
     primary = entry.get("primary_key")
@@ -145,7 +157,35 @@ def _table(entry: dict[str, Any], label: str, earlier: dict[str, Table]) -> Tabl
         _index(index, name, f"indexes[{i}]", known)
         for i, index in enumerate(_entries(entry, "indexes", name))
     )
-    return Table(name, columns, pk, fks, indexes)
+    partitions = None
+    if "partitions" in entry:
+        partitions = _partitioning(entry["partitions"], name, columns, pk)
+        if fks:
+            raise SchemataError(name, "partitions", "a partitioned table has no foreign keys")
+    return Table(name, columns, pk, fks, indexes, partitions)
+
+
+def _partitioning(
+    value: Any, table: str, columns: tuple[Column, ...], primary_key: tuple[str, ...]
+) -> Partitioning:
+    if not isinstance(value, dict):
+        raise SchemataError(table, "partitions", "must be { column, days, ahead }")
+    _only(value, {"column", "days", "ahead"}, table, "partitions.")
+    column = value.get("column")
+    definitions = {c.name: c.definition for c in columns}
+    definition = definitions.get(column) if isinstance(column, str) else None
+    if definition is None or not re.match(r"^timestamptz NOT NULL\b", definition, re.I):
+        raise SchemataError(table, "partitions.column", "must name a timestamptz NOT NULL column")
+    if column not in primary_key:
+        # PostgreSQL's rule: a partitioned table's unique keys include the partition key.
+        raise SchemataError(table, "partitions.column", "must be part of the primary key")
+    numbers = {}
+    for key, default, low, high in (("days", 7, 1, 366), ("ahead", 1, 1, 52)):
+        number = value.get(key, default)
+        if not isinstance(number, int) or isinstance(number, bool) or not low <= number <= high:
+            raise SchemataError(table, f"partitions.{key}", f"must be an integer {low}-{high}")
+        numbers[key] = number
+    return Partitioning(str(column), numbers["days"], numbers["ahead"])
 
 
 def _columns(value: Any, table: str) -> tuple[Column, ...]:
