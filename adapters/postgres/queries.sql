@@ -379,8 +379,8 @@ JOIN (
     SELECT r.task_id, bool_or(o.status = 'failed') AS failing
     FROM unnest(%(run_ids)b::uuid[], %(status)b::text[]) AS o (run_id, status)
     JOIN {schema}.runs AS r ON r.id = o.run_id
-    -- `|| ''`: see finish_runs.
-    WHERE r.status || '' = 'running' AND o.status IN ('succeeded', 'failed')
+    -- `|| ''` and `= ANY`: see finish_runs.
+    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.status || '' = 'running' AND o.status IN ('succeeded', 'failed')
     GROUP BY r.task_id
 ) AS c ON c.task_id = t.id
 WHERE c.failing OR t.consecutive_failures <> 0
@@ -410,8 +410,10 @@ WITH outcome AS (
     -- Each run is found by its primary key from the batch. `|| ''` keeps the status
     -- test out of every index: otherwise the planner may scan every running run
     -- (runs_running_idx, runs_status_listing_idx) whenever its statistics say that few
-    -- are running, which is exactly when a burst has just started thousands.
-    WHERE r.id = o.run_id AND r.status || '' = 'running'
+    -- are running, which is exactly when a burst has just started thousands. `= ANY`
+    -- keeps each partition's primary key in the plan: joined alone, the planner may hash
+    -- the batch and scan a week's partition whose statistics lag behind its rows.
+    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = o.run_id AND r.status || '' = 'running'
     RETURNING {run_columns}
 ), freed AS (
     DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM finished)
