@@ -10,7 +10,13 @@ none, `status=failed`, `status=running`, `task=`, `tag=team-N`, `tag=rare`, a
 a request made beforehand). It prints p50 and p99 per filter and over all 200. The
 schema is dropped at the end.
 
-    python bench/runs.py [--tasks N] [--runs N] [--url URL]
+    python bench/runs.py [--tasks N] [--runs N] [--url URL] [--retention]
+
+The runs land in the week partitions of their 30 days (made first, as the sweep makes
+them). With --retention it then times the retention sweep with the cutoff 14 days in:
+the two whole weeks before it dropped as partitions, against deleting as many rows a
+batch at a time, and the row deletes of what is left before the cutoff.
+Issue 14's row: `--runs 10000000 --retention`.
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database. The goal: p99 under 50 ms with 1,000,000 runs.
@@ -36,7 +42,7 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.postgres import initialize
+from adapters.postgres import PostgresTaskStore, create_pool, initialize
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
 from entrypoints.container import build_container
@@ -137,10 +143,65 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else 0
 
 
-async def run(url: str, tasks: int, runs: int) -> None:
+async def make_weeks(url: str, schema: str) -> None:
+    """The week partitions of the runs' 30 days (the sweep makes them on a clock then)."""
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        for week in range(0, SPAN_SECONDS // 86_400 + 7, 7):
+            await store.drop_runs_before(T0 - timedelta(days=7), T0 + timedelta(days=week))
+    finally:
+        await pool.close()
+
+
+async def measure_retention(url: str, schema: str) -> None:
+    """The retention sweep once the oldest weeks are past the cutoff: whole partitions
+    dropped, against deleting the same runs a batch of 1,000 at a time (timed on one
+    batch, then counted at that rate)."""
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        cutoff = T0 + timedelta(days=14)
+        # The fill leaves a run in a thousand `running` in every week; weeks old, those
+        # would long have been failed by the lost-run sweep, and a week with a run still
+        # running is not dropped. End them as the sweep would.
+        async with pool.connection() as conn:
+            await conn.execute(
+                sql.SQL(
+                    "UPDATE {}.runs SET status = 'failed', error = 'replica lost'"
+                    " WHERE status = 'running' AND scheduled_for < %s"
+                ).format(sql.Identifier(schema)),
+                [cutoff],
+            )
+        start = time.perf_counter()
+        await store.delete_runs_before(cutoff, 1000)
+        per_batch = time.perf_counter() - start
+        now = T0 + timedelta(days=30)
+        start = time.perf_counter()
+        dropped = await store.drop_runs_before(cutoff, now)
+        elapsed = time.perf_counter() - start
+        print(
+            f"retention: {dropped:,} runs in whole partitions dropped in {elapsed:.2f} s;"
+            f" row deletes take {per_batch * 1000:.0f} ms per 1,000"
+            f" ({dropped / 1000 * per_batch:.0f} s for as many)"
+        )
+        start = time.perf_counter()
+        left = await store.delete_runs_before(cutoff, 100_000)
+        print(
+            f"retention: the {left:,} runs before the cutoff in its week (no partition of"
+            f" their own) deleted in {time.perf_counter() - start:.2f} s"
+        )
+    finally:
+        await pool.close()
+
+
+async def run(url: str, tasks: int, runs: int, retention: bool) -> None:
     schema = f"bench_runs_{uuid.uuid4().hex[:8]}"
     await initialize(url, schema)
     try:
+        await make_weeks(url, schema)
         start = time.perf_counter()
         task_ids = await fill(url, schema, tasks, runs)
         print(f"filled {tasks} tasks and {runs} runs in {time.perf_counter() - start:.1f} s")
@@ -157,6 +218,8 @@ async def run(url: str, tasks: int, runs: int) -> None:
             f"  p99 {p99(every):6.1f} ms"
         )
         print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        if retention:
+            await measure_retention(url, schema)
     finally:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             await conn.execute(
@@ -169,8 +232,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument(
+        "--retention", action="store_true", help="then time the retention sweep (drops rows)"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.url, args.tasks, args.runs))
+    asyncio.run(run(args.url, args.tasks, args.runs, args.retention))
 
 
 if __name__ == "__main__":
