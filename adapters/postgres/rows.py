@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from domain.history import TaskVersion
 from domain.runs import Run
-from domain.tasks import HttpTarget, Notify, Task
+from domain.tasks import STORED, HttpTarget, Notify, Task
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
@@ -70,14 +70,16 @@ def _target(text: str) -> HttpTarget:
     # executors copy them), so tasks calling the same target may share its model. Many
     # tasks do, and a task claimed again reads the same text: the URL check and the JSON
     # parse are then done once.
-    return HttpTarget.model_validate_json(text)
+    # Checked when written (domain.tasks.STORED): the URL and header checks are not
+    # run again on the way back.
+    return HttpTarget.model_validate_json(text, context=STORED)
 
 
 @lru_cache(maxsize=4096)
 def _notify(text: str) -> Notify:
     # A frozen value too, and most tasks of a deployment send their events to a few
     # places: a claim of tasks with `notify` then parses each distinct one once.
-    return Notify.model_validate_json(text)
+    return Notify.model_validate_json(text, context=STORED)
 
 
 def to_task(row: dict[str, Any]) -> Task:

@@ -12,7 +12,7 @@ import pytest
 from adapters.postgres import PostgresTaskStore
 from domain.claims import run_instant
 from domain.runs import REPLICA_LOST, Run, RunOutcome, RunStatus
-from domain.tasks import Task
+from domain.tasks import HttpTarget, Task
 from domain.triggers import CronTrigger, IntervalTrigger
 from tests.adapters.postgres.support import MINUTE, SECOND, T0, one_connection, query
 from tests.fixtures.postgres import PostgresBackend
@@ -191,3 +191,42 @@ async def test_a_claim_batch_costs_three_round_trips(
         claimed, trips = await one.round_trips(lambda: store.claim_due(T0, batch, "r"))
     assert len(claimed) == batch
     assert trips == 3
+
+
+async def test_a_stored_target_is_not_checked_again_when_claimed(
+    postgres_backend: PostgresBackend,
+) -> None:
+    # Targets are checked when written (the API refuses a reserved header); read back,
+    # only pydantic's own types and bounds are checked (domain.tasks.STORED), so a task
+    # stored under older rules keeps firing.
+    store = await postgres_backend.new_store()
+    task = make_task(due=T0)
+    await store.create_task(task)
+    await query(
+        postgres_backend.url,
+        "UPDATE {schema}.tasks SET target = jsonb_set(target, '{{headers}}', %s::jsonb)",
+        postgres_backend.schema,
+        '{"Host": "old.example"}',
+    )
+    [claimed] = await store.claim_due(T0, 10, "r1")
+    assert claimed.task.target.headers == {"Host": "old.example"}
+    with pytest.raises(ValueError, match="set by the scheduler"):
+        HttpTarget.model_validate(claimed.task.target.model_dump() | {"headers": {"Host": "x"}})
+
+
+async def test_a_row_that_does_not_validate_is_left_and_the_others_claimed(
+    postgres_backend: PostgresBackend,
+) -> None:
+    store = await postgres_backend.new_store()
+    broken, fine = make_task(due=T0), make_task(due=T0)
+    for task in (broken, fine):
+        await store.create_task(task)
+    await query(
+        postgres_backend.url,
+        "UPDATE {schema}.tasks SET target = jsonb_set(target, '{{timeout_seconds}}', '-1')"
+        " WHERE id = %s",
+        postgres_backend.schema,
+        broken.id,
+    )
+    claimed = await store.claim_due(T0, 10, "r1")
+    assert [c.task.id for c in claimed] == [fine.id]
