@@ -74,3 +74,12 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     # run, and a URL may carry a templated secret.
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+def unconfigure_logging() -> None:
+    """Take away the handler `configure_logging` installed (a process that ran the CLI
+    in-process, as the tests do, and goes on after it: the handler holds the stderr of
+    that moment, which may be closed by then)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
+        root.removeHandler(old)

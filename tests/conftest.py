@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.fixtures.postgres",
     "tests.fixtures.backends",
     "tests.fixtures.target",
+    "tests.fixtures.logs",
 ]
