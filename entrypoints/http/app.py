@@ -14,7 +14,7 @@ from application.events import EventListing
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from entrypoints.container import Container, build_container
-from entrypoints.http.auth import FailureLimiter, actor, bearer_guard
+from entrypoints.http.auth import FailureLimiter, bearer_guard
 from entrypoints.http.backfills import BackfillController
 from entrypoints.http.calendars import CalendarController
 from entrypoints.http.console import console_router
@@ -98,7 +98,6 @@ def create_app(
             "backfills": Provide(backfills, sync_to_thread=False),
             "event_listing": Provide(event_listing, sync_to_thread=False),
             "calendars": Provide(calendars, sync_to_thread=False),
-            "actor": Provide(actor, sync_to_thread=False),
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),
         },

@@ -114,8 +114,11 @@ def bearer_guard(
     return guard
 
 
-def actor(request: Request[Any, Any, Any]) -> str | None:
-    """The label of the token the request came with (the actor history records)."""
+def actor_of(request: Request[Any, Any, Any]) -> str | None:
+    """The label of the token the request came with (the actor history records).
+    Handlers call it on their request rather than take it as a dependency: Litestar
+    resolves two dependencies of one handler side by side in a task group of their own,
+    about 50 µs of CPU on every write."""
     label = request.state.get(ACTOR)
     return label if isinstance(label, str) else None
 

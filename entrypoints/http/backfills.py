@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from litestar import Controller, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, PathParameter
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from application.backfills import BackfillService
 from domain.backfills import Backfill, BackfillOverlap, BackfillRequest, BackfillState
+from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonBody
 from entrypoints.http.docs import errors
 from entrypoints.http.models import RunResource, UtcDatetime
@@ -126,12 +127,12 @@ class BackfillController(Controller):
         id: Annotated[str, PathParameter(description="The task's id or name.")],
         data: Annotated[BackfillBody, BodyKwarg()],
         backfills: NamedDependency[BackfillService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Response[BackfillAnswer]:
-        request = BackfillRequest(
+        wanted = BackfillRequest(
             data.start, data.end, data.only_missing, data.overlap, data.dry_run
         )
-        made = await backfills.backfill(id, request, actor=actor)
+        made = await backfills.backfill(id, wanted, actor=actor_of(request))
         return Response(BackfillAnswer.of(made), status_code=200 if data.dry_run else 202)
 
     @get(

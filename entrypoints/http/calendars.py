@@ -23,6 +23,7 @@ from application.calendars import CalendarService
 from domain.calendars import Calendar, StoredCalendar
 from domain.errors import InvalidRequest
 from domain.validation import field_errors
+from entrypoints.http.auth import actor_of
 from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, JsonObjectBody, MergePatchBody
 from entrypoints.http.calendar_models import (
     CalendarPage,
@@ -159,7 +160,7 @@ class CalendarController(Controller):
         name: Annotated[str, PathParameter(description="The calendar's name.")],
         data: Annotated[dict[str, Any], BodyKwarg()],
         calendars: NamedDependency[CalendarService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
         if_match: IfMatch = None,
     ) -> Response[CalendarResource]:
         if data.get("name", name) != name:
@@ -169,7 +170,7 @@ class CalendarController(Controller):
         except ValidationError as exc:
             raise InvalidRequest.of(field_errors(exc)) from None
         stored, _, created = await calendars.replace(
-            name, calendar, expected_version(if_match), actor=actor
+            name, calendar, expected_version(if_match), actor=actor_of(request)
         )
         return calendar_response(stored, 201 if created else 200)
 
@@ -191,10 +192,12 @@ class CalendarController(Controller):
         name: CalendarRef,
         data: Annotated[dict[str, Any], BodyKwarg(media_type=MERGE_PATCH_JSON)],
         calendars: NamedDependency[CalendarService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
         if_match: IfMatch = None,
     ) -> Response[CalendarResource]:
-        stored, _ = await calendars.patch(name, data, expected_version(if_match), actor=actor)
+        stored, _ = await calendars.patch(
+            name, data, expected_version(if_match), actor=actor_of(request)
+        )
         return calendar_response(stored)
 
     @post(
@@ -215,7 +218,6 @@ class CalendarController(Controller):
         name: CalendarRef,
         request: Request[Any, Any, Any],
         calendars: NamedDependency[CalendarService],
-        actor: NamedDependency[str | None],
         if_match: IfMatch = None,
     ) -> Response[CalendarResource]:
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -231,7 +233,7 @@ class CalendarController(Controller):
         current = await calendars.get(name)
         found = calendar_from_ics(current.name, text)
         stored, _ = await calendars.add_dates(
-            current.id, found, expected_version(if_match), actor=actor
+            current.id, found, expected_version(if_match), actor=actor_of(request)
         )
         return calendar_response(stored)
 

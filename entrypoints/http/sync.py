@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from litestar import Controller, Response, post, put
+from litestar import Controller, Request, Response, post, put
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, HeaderParameter, PathParameter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -13,6 +13,7 @@ from application.sync import TaskSync
 from domain.errors import InvalidRequest
 from domain.tasks import TAG_PATTERN, TaskSpec
 from domain.validation import FieldError, field_errors
+from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody
 from entrypoints.http.docs import ETAG, errors
 from entrypoints.http.models import TaskResource
@@ -82,7 +83,7 @@ class SyncController(Controller):
         id: Annotated[str, PathParameter(description="The task's name.")],
         data: Annotated[dict[str, Any], BodyKwarg()],
         sync: NamedDependency[TaskSync],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
         if_match: IfMatch = None,
         if_none_match: IfNoneMatch = None,
     ) -> Response[TaskResource]:
@@ -101,7 +102,7 @@ class SyncController(Controller):
             if_match=expected_version(if_match),
             must_exist=if_match is not None and if_match.strip() == "*",
             if_none_match=if_none_match is not None,
-            actor=actor,
+            actor=actor_of(request),
         )
         return task_response(task, 201 if created else 200)
 
@@ -126,12 +127,12 @@ class SyncController(Controller):
         self,
         data: Annotated[dict[str, Any], BodyKwarg()],
         sync: NamedDependency[TaskSync],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> ApplyAnswer:
         specs, rest = parse_apply(data)
         tag = rest.selector.tag if rest.selector else None
         result = await sync.apply(
-            specs, prune=rest.prune, selector_tag=tag, dry_run=rest.dry_run, actor=actor
+            specs, prune=rest.prune, selector_tag=tag, dry_run=rest.dry_run, actor=actor_of(request)
         )
         return ApplyAnswer(
             created=result.created,

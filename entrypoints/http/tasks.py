@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from litestar import Controller, Response, delete, get, patch, post
+from litestar import Controller, Request, Response, delete, get, patch, post
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, FromQuery, HeaderParameter, PathParameter, QueryParameter
 
@@ -13,7 +13,7 @@ from application.ports import RenderedRequest, TaskFilter
 from application.scheduling import SchedulingService
 from domain.runs import RunStatus
 from domain.tasks import Task, TaskSpec
-from entrypoints.http.auth import MUTATION
+from entrypoints.http.auth import MUTATION, actor_of
 from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody
 from entrypoints.http.docs import ETAG, LOCATION, errors
 from entrypoints.http.models import (
@@ -84,9 +84,9 @@ class TaskController(Controller):
         self,
         data: Annotated[TaskSpec, BodyKwarg()],
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Response[TaskResource]:
-        task = await scheduling.create_task(data, actor=actor)
+        task = await scheduling.create_task(data, actor=actor_of(request))
         return task_response(task, 201, Location=f"/tasks/{task.id}")
 
     @get(
@@ -146,11 +146,13 @@ class TaskController(Controller):
         id: TaskRef,
         data: Annotated[dict[str, Any], BodyKwarg(media_type=MERGE_PATCH_JSON)],
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
         if_match: IfMatch = None,
     ) -> Response[TaskResource]:
         version = expected_version(if_match)
-        return task_response(await scheduling.update_task(id, data, version, actor=actor))
+        return task_response(
+            await scheduling.update_task(id, data, version, actor=actor_of(request))
+        )
 
     @delete(
         "/{id:str}",
@@ -163,9 +165,9 @@ class TaskController(Controller):
         self,
         id: TaskRef,
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> None:
-        await scheduling.delete_task(id, actor=actor)
+        await scheduling.delete_task(id, actor=actor_of(request))
 
     @post(
         "/{id:str}/pause",
@@ -181,9 +183,9 @@ class TaskController(Controller):
         self,
         id: TaskRef,
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Response[TaskResource]:
-        return task_response(await scheduling.pause_task(id, actor=actor))
+        return task_response(await scheduling.pause_task(id, actor=actor_of(request)))
 
     @post(
         "/{id:str}/resume",
@@ -199,9 +201,9 @@ class TaskController(Controller):
         self,
         id: TaskRef,
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Response[TaskResource]:
-        return task_response(await scheduling.resume_task(id, actor=actor))
+        return task_response(await scheduling.resume_task(id, actor=actor_of(request)))
 
     @post(
         "/{id:str}/dry-run",

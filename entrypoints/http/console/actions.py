@@ -19,7 +19,7 @@ from litestar.response import Redirect
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
-from entrypoints.http.auth import MUTATION, FailureLimiter, grant_of
+from entrypoints.http.auth import MUTATION, FailureLimiter, actor_of, grant_of
 from entrypoints.http.console.access import (
     CSRF_FIELD,
     csrf_token_of,
@@ -47,9 +47,9 @@ class ConsoleActions(Controller):
         self,
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Redirect:
-        task = await scheduling.pause_task(ref, actor=actor)
+        task = await scheduling.pause_task(ref, actor=actor_of(request))
         return _task_page(task.name, "paused")
 
     @post("/tasks/{ref:str}/resume", name="console:resume", include_in_schema=False)
@@ -57,9 +57,9 @@ class ConsoleActions(Controller):
         self,
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
-        actor: NamedDependency[str | None],
+        request: Request[Any, Any, Any],
     ) -> Redirect:
-        task = await scheduling.resume_task(ref, actor=actor)
+        task = await scheduling.resume_task(ref, actor=actor_of(request))
         return _task_page(task.name, "resumed")
 
     @post("/tasks/{ref:str}/run", name="console:run-now", include_in_schema=False)
@@ -92,7 +92,6 @@ class ConsoleActions(Controller):
         request: Request[Any, Any, Any],
         ref: FromPath[str],
         backfills: NamedDependency[BackfillService],
-        actor: NamedDependency[str | None],
     ) -> Response[Any]:
         """The backfill form: the same use case as `POST /tasks/{id}/backfill`. A dry
         run shows the occurrences it would run; a real one shows its runs."""
@@ -104,7 +103,7 @@ class ConsoleActions(Controller):
             only_missing=form.get("only_missing") == "on",
             dry_run=form.get("dry_run") == "on",
         )
-        made = await backfills.backfill(ref, wanted, actor=actor)
+        made = await backfills.backfill(ref, wanted, actor=actor_of(request))
         if wanted.dry_run:
             return render(
                 request, "backfill.html", ref=ref, backfill=made, wanted=wanted, live=False
