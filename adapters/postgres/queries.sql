@@ -380,7 +380,8 @@ JOIN (
     FROM unnest(%(run_ids)b::uuid[], %(status)b::text[]) AS o (run_id, status)
     JOIN {schema}.runs AS r ON r.id = o.run_id
     -- `|| ''` and `= ANY`: see finish_runs.
-    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.status || '' = 'running' AND o.status IN ('succeeded', 'failed')
+    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.status || '' = 'running'
+        AND o.status IN ('succeeded', 'failed')
     GROUP BY r.task_id
 ) AS c ON c.task_id = t.id
 WHERE c.failing OR t.consecutive_failures <> 0
