@@ -151,6 +151,7 @@ def read_back(info: ValidationInfo) -> bool:
 
 
 def check_http_url(value: str) -> str:
+    """An http or https URL naming a host, with a valid port if any."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https"):
         raise ValueError("must be an http or https URL")
@@ -166,11 +167,16 @@ def check_http_url(value: str) -> str:
 # Documents (in JSON Schema) what check_http_url enforces: an http(s) URL with a host.
 _HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
 
-# The URL a target or a notify destination calls, checked by check_http_url.
+
+def _checked_url(value: str, info: ValidationInfo) -> str:
+    return value if read_back(info) else check_http_url(value)
+
+
+# The URL a target or a notify destination calls, checked by check_http_url (when written).
 HttpUrlText = Annotated[
     str,
     Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN}),
-    AfterValidator(lambda value, info: value if read_back(info) else check_http_url(value)),
+    AfterValidator(_checked_url),
 ]
 
 

@@ -61,9 +61,8 @@ def configure_logging(level: str = "INFO", log_format: str = "text") -> None:
     """Send every logger (uvicorn's included) to stderr in the chosen format."""
     handler = _Handler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    unconfigure_logging()
     root = logging.getLogger()
-    for old in [h for h in root.handlers if isinstance(h, _Handler)]:
-        root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
