@@ -15,8 +15,14 @@ Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records a
 the task's failure count) and prints the outcomes recorded per second (at batch 1, on
 the first 2,000 runs only). The schema is dropped at the end.
 
+`--rounds R` measures instead one long-lived claimer (one connection, as a replica
+keeps): it claims every task R times at the first `--batch`, the schema reset and
+analyzed between rounds (as autovacuum analyzes a lease table that a quiet spell left
+empty), and prints each round's rate; a plan the connection cached from an empty
+table's statistics shows in the rounds after the first.
+
     python bench/claim.py [--tasks N] [--url URL] [--only claims|outcomes]
-        [--batch B ...] [--claimers C ...]
+        [--batch B ...] [--claimers C ...] [--rounds R]
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database.
@@ -248,6 +254,30 @@ def measure_finish(url: str, schema: str, writers: int, batch: int, count: int) 
     return float(recorded / (max(end for _, end in results) - began))
 
 
+async def claim_rounds(url: str, schema: str, batch: int, count: int, rounds: int) -> None:
+    """`--rounds`: one claimer and its one connection through `rounds` rounds."""
+    pool = create_pool(url, min_size=1, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, schema)
+        for number in range(1, rounds + 1):
+            await again(url, schema)
+            claimed = 0
+            cpu, began = time.process_time(), time.perf_counter()
+            while found := await store.claim_due(NOW, batch, "bench"):
+                claimed += len(found)
+            cpu, took = time.process_time() - cpu, time.perf_counter() - began
+            if claimed != count:
+                raise SystemExit(f"claimed {claimed} occurrences of {count}")
+            print(
+                f"round {number} batch={batch}: {count / took:,.0f} occurrences/s,"
+                f" client CPU {cpu / count * 1e6:,.0f} us/occurrence",
+                flush=True,
+            )
+    finally:
+        await pool.close()
+
+
 async def prepare(url: str, schema: str, count: int) -> None:
     await initialize(url, schema)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -279,10 +309,17 @@ def main() -> None:
     parser.add_argument(
         "--claimers", type=int, action="append", help="concurrent claimers (default: 1 3)"
     )
+    parser.add_argument(
+        "--rounds", type=int, help="one long-lived claimer, this many rounds (see above)"
+    )
     args = parser.parse_args()
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(prepare(args.url, schema, args.tasks))
     try:
+        if args.rounds:
+            batch = (args.batch or [500])[0]
+            asyncio.run(claim_rounds(args.url, schema, batch, args.tasks, args.rounds))
+            return
         for claimers in (args.claimers or CLAIMERS) if args.only != "outcomes" else ():
             for batch in args.batch or BATCHES:
                 asyncio.run(again(args.url, schema))

@@ -297,6 +297,11 @@ SELECT pg_advisory_xact_lock(key) FROM unnest(%(keys)b::bigint[]) AS key;
 -- Unexpired leases per task, probing run_leases_task_idx once per task (however many runs
 -- are in flight). A statement of its own, after lock_leases, so that its snapshot sees
 -- every lease committed by whoever held a lock before us.
+-- Its callers never prepare it (nor task_slots, which probes the same way): run_leases
+-- is often empty when (auto)analyzed, and a prepared statement's generic plan made from
+-- those statistics scans the whole table once per task, which a burst that fills it
+-- with thousands of leases pays quadratically (docs/storage.md, "Plans"). Planned with
+-- each call's parameters, the planner sees the table's real size.
 SELECT t.id, c.leases
 FROM unnest(%(task_ids)b::uuid[]) AS t (id),
 LATERAL (

@@ -93,7 +93,9 @@ class Queues:
         await lock_leases(conn, self._q, self._schema, [*calling, *(t.id for t, _ in queueing)])
         reads = await read_slots(conn, self._q, queueing, now)
         if calling:
-            cur = await conn.execute(self._q["count_leases"], {"task_ids": calling, "now": now})
+            params = {"task_ids": calling, "now": now}
+            # Planned each time (queries.sql, count_leases): never a stale generic plan.
+            cur = await conn.execute(self._q["count_leases"], params, prepare=False)
             limits = {task.id: task.max_running_instances for task, _ in decided}
             for task_id, count in await cur.fetchall():
                 reads[task_id] = SlotRead(Slots(limits[task_id], count), [], [])

@@ -81,7 +81,9 @@ class RunStarts(PostgresStoreBase):
             return {}
         keys = sorted({lease_lock_key(self.schema, task_id) for task_id in task_ids})
         await conn.execute(self._q["lock_leases"], {"keys": keys})
-        cur = await conn.execute(self._q["count_leases"], {"task_ids": task_ids, "now": now})
+        params = {"task_ids": task_ids, "now": now}
+        # Planned each time (queries.sql, count_leases): never a stale generic plan.
+        cur = await conn.execute(self._q["count_leases"], params, prepare=False)
         return {task_id: count for task_id, count in await cur.fetchall()}
 
     async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:

@@ -78,7 +78,8 @@ async def read_slots(
         "now": now,
     }
     cur = conn.cursor(row_factory=dict_row)
-    await cur.execute(q["task_slots"], params, binary=True)
+    # Planned each time, as count_leases is (queries.sql): never a stale generic plan.
+    await cur.execute(q["task_slots"], params, binary=True, prepare=False)
     limits = {task.id: task.max_running_instances for task, _ in tasks}
     return {row["id"]: _slot_read(row, limits[row["id"]]) for row in await cur.fetchall()}
 
