@@ -137,8 +137,11 @@ def annotate(
 
 def window(schedule: Schedule, after: datetime) -> tuple[datetime, datetime | None]:
     """The instant fire times must be strictly later than, and the inclusive end."""
-    require_aware(after)
-    floor = after.astimezone(UTC).replace(microsecond=0)
+    if after.tzinfo is UTC:  # the common case (stores and clocks hand out UTC): cheaper
+        floor = after.replace(microsecond=0)
+    else:
+        require_aware(after)
+        floor = after.astimezone(UTC).replace(microsecond=0)
     start, end = schedule.bounds()
     tz = zone(schedule.timezone)
     if start is not None:

@@ -13,6 +13,7 @@ import calendar
 from abc import abstractmethod
 from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
@@ -212,7 +213,7 @@ class IntervalTrigger(_Bounded):
     def effective_anchor(self) -> datetime:
         """`start_at`, else `anchor` (the task's creation), else the Unix epoch."""
         chosen = self.start_at or self.anchor
-        return EPOCH if chosen is None else instant(chosen, zone(self.timezone))
+        return EPOCH if chosen is None else _anchor_instant(chosen, self.timezone)
 
     def next_fire_time(self, after: datetime, calendars: Calendars = None) -> datetime | None:
         """The first `anchor + k * every` (k >= 0) strictly after `after`, or None."""
@@ -237,6 +238,14 @@ class IntervalTrigger(_Bounded):
             return anchor + ((floor - anchor) // step + 1) * step
         except OverflowError:
             return None
+
+
+@lru_cache(maxsize=4096)
+def _anchor_instant(chosen: datetime, timezone: str) -> datetime:
+    # An interval's anchor is read at every claim of its task; reading it is pure, so
+    # it is remembered by value (not on the frozen model, which `model_copy` would
+    # carry over to a copy with another anchor).
+    return instant(chosen, zone(timezone))
 
 
 class CalendarTrigger(_Bounded):
