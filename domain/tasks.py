@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -142,12 +144,13 @@ def check_headers_env(
 # written, so the checks written in Python (a URL's parts, header names) are not run
 # again; pydantic's own (types, lengths, patterns) still are. A claim reads thousands of
 # targets a second, most of them of their own: those checks were half of reading one.
-STORED: dict[str, bool] = {"stored": True}
+# Read-only: one shared mapping, that no validator may change for every later read.
+STORED: Mapping[str, bool] = MappingProxyType({"stored": True})
 
 
 def read_back(info: ValidationInfo) -> bool:
     """Whether this validation reads back a stored value (context `STORED`)."""
-    return isinstance(info.context, dict) and info.context.get("stored") is True
+    return isinstance(info.context, Mapping) and info.context.get("stored") is True
 
 
 def check_http_url(value: str) -> str:
