@@ -43,6 +43,8 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from adapters.postgres.partitions import ensure_partitions
+from adapters.postgres.retention import runs_table
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
 from entrypoints.container import build_container
@@ -145,14 +147,10 @@ def p99(values: list[float]) -> float:
 
 async def make_weeks(url: str, schema: str) -> None:
     """The week partitions of the runs' 30 days (the sweep makes them on a clock then)."""
-    pool = create_pool(url, min_size=1, max_size=1)
-    await pool.open(wait=True)
-    try:
-        store = PostgresTaskStore(pool, schema)
+    table = runs_table()
+    async with await psycopg.AsyncConnection.connect(url) as conn, conn.transaction():
         for week in range(0, SPAN_SECONDS // 86_400 + 7, 7):
-            await store.drop_runs_before(T0 - timedelta(days=7), T0 + timedelta(days=week))
-    finally:
-        await pool.close()
+            await ensure_partitions(conn, schema, table, T0 + timedelta(days=week))
 
 
 async def measure_retention(url: str, schema: str) -> None:
