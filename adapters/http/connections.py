@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -42,19 +42,43 @@ class Head:
     headers: list[tuple[bytes, bytes]]
 
 
-def _head_bytes(request: httpx.Request) -> tuple[bytes, bool, bool]:
-    """The request's head; whether its body goes chunked; whether it asks to close."""
-    method = request.method.encode("ascii")
-    target = request.url.raw_path
+@dataclass(slots=True)
+class Wire:
+    """A request as it goes on the wire: its head (ending in the blank line), its body
+    (bytes, or an httpx stream), whether the body goes chunked, whether the request
+    asks to close, the Content-Length it declares (checked against the body) and
+    whether it is a HEAD request (its answer has no body)."""
+
+    head: bytes
+    body: bytes | httpx.AsyncByteStream
+    chunked: bool = False
+    close: bool = False
+    declared: str | None = None
+    head_only: bool = False
+
+
+def request_line(method: bytes, target: bytes) -> bytes:
     if not _TOKEN.fullmatch(method) or not _TARGET.fullmatch(target):
         raise httpx.LocalProtocolError(f"Illegal request line: {method!r} {target!r}")
-    lines = [b"%s %s HTTP/1.1" % (method, target)]
-    chunked = close = has_host = False
+    return b"%s %s HTTP/1.1\r\n" % (method, target)
+
+
+def header_line(name: bytes, value: bytes) -> bytes:
+    """`name: value` and its line end, checked as h11 checks them."""
+    if not _TOKEN.fullmatch(name):
+        raise httpx.LocalProtocolError(f"Illegal header name {name!r}")
+    if not _VALUE.fullmatch(value):
+        raise httpx.LocalProtocolError(f"Illegal header value {value!r}")
+    return b"%s: %s\r\n" % (name, value)
+
+
+def wire(request: httpx.Request) -> Wire:
+    """`request` as it goes on the wire, checked as h11 checks it."""
+    method = request.method.encode("ascii")
+    lines = [request_line(method, request.url.raw_path)]
+    chunked = close = has_host = framed = False
     for name, value in request.headers.raw:
-        if not _TOKEN.fullmatch(name):
-            raise httpx.LocalProtocolError(f"Illegal header name {name!r}")
-        if not _VALUE.fullmatch(value):
-            raise httpx.LocalProtocolError(f"Illegal header value {value!r}")
+        lines.append(header_line(name, value))
         lower = name.lower()
         if lower == b"host":
             has_host = True
@@ -64,11 +88,15 @@ def _head_bytes(request: httpx.Request) -> tuple[bytes, bool, bool]:
             chunked = True
         elif lower == b"connection":
             close = close or b"close" in value.lower()
-        lines.append(b"%s: %s" % (name, value))
+        elif lower == b"content-length":
+            framed = True
     if not has_host:
         raise httpx.LocalProtocolError("Missing mandatory Host: header")
     lines.append(b"\r\n")
-    return b"\r\n".join(lines), chunked, close
+    # As httpx reads it: several values joined, so that int() fails on them.
+    declared = request.headers.get("content-length") if framed else None
+    assert isinstance(request.stream, httpx.AsyncByteStream)
+    return Wire(b"".join(lines), request.stream, chunked, close, declared, method == b"HEAD")
 
 
 class _Answer:
@@ -144,14 +172,16 @@ class Connection:
             and not self._stream.closed_by_peer()
         )
 
-    async def send(self, request: httpx.Request, timeouts: dict[str, Any]) -> Head:
-        """Send `request` and read the head of its answer. On any error (or a cancel)
-        the connection is closed."""
+    async def send(self, make: Callable[[], Wire], timeouts: dict[str, Any]) -> Head:
+        """Send the request `make` builds (once the connection is this caller's, so a
+        request that fails its checks fails as it would on the wire) and read the head
+        of its answer. On any error (or a cancel) the connection is closed."""
         self.idle = False
-        answer = self._answer = _Answer(request.method == "HEAD")
-        answer.parser = self._parser = httptools.HttpResponseParser(answer)
         self._received = 0
         try:
+            request = make()
+            answer = self._answer = _Answer(request.head_only)
+            answer.parser = self._parser = httptools.HttpResponseParser(answer)
             # A write error is not final: the server may have answered and closed early
             # (an error answer before the whole body was sent): read what it said, as
             # httpcore does.
@@ -165,12 +195,16 @@ class Connection:
             self.close()
             raise
 
-    async def _send(self, request: httpx.Request, seconds: float | None) -> None:
-        head, chunked, self._close_after = _head_bytes(request)
-        declared = request.headers.get("content-length")
-        pieces, size, sent = [head], len(head), 0
-        assert isinstance(request.stream, httpx.AsyncByteStream)
-        async for chunk in request.stream:
+    async def _send(self, request: Wire, seconds: float | None) -> None:
+        self._close_after = request.close
+        body = request.body
+        if isinstance(body, bytes):
+            # Made here with its Content-Length: the head and body go out at once.
+            await self._stream.write(request.head + body, seconds)
+            return
+        chunked, declared = request.chunked, request.declared
+        pieces, size, sent = [request.head], len(request.head), 0
+        async for chunk in body:
             if not chunk:
                 continue
             sent += len(chunk)

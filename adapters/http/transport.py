@@ -33,12 +33,13 @@ import functools
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
+from typing import Any
 
 import httpx
 
-from adapters.http.connections import Connection, Head, Key
+from adapters.http.connections import Connection, Head, Key, Wire, wire
 from adapters.http.guard import OutboundGuard
 from adapters.http.streams import GuardedNetworkBackend, wait_or_expire
 
@@ -74,10 +75,12 @@ class _Pool:
         self._next_sweep = 0.0
         self._closed = False
 
-    async def acquire(self, key: Key, request: httpx.Request) -> Connection:
-        """An idle connection to `key`, or a new one; waits while `max_connections`
-        are open and none of them is idle (httpx.PoolTimeout after the pool timeout)."""
-        timeouts = request.extensions.get("timeout", {})
+    async def acquire(
+        self, key: Key, timeouts: dict[str, Any], sni: str | None = None
+    ) -> Connection:
+        """An idle connection to `key`, or a new one (TLS names `sni`, by default the
+        host); waits while `max_connections` are open and none of them is idle
+        (httpx.PoolTimeout after the pool timeout)."""
         pool_timeout = timeouts.get("pool")
         deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
         woken = False
@@ -96,7 +99,7 @@ class _Pool:
             if self._count < self._max:
                 self._count += 1
                 try:
-                    connection = await self._connect(key, request, timeouts.get("connect"))
+                    connection = await self._connect(key, sni, timeouts.get("connect"))
                 except BaseException:
                     self._count -= 1
                     self._wake()
@@ -109,15 +112,14 @@ class _Pool:
                 await self._wait(None if deadline is None else deadline - now, front=woken)
                 woken = True
 
-    async def _connect(self, key: Key, request: httpx.Request, seconds: float | None) -> Connection:
+    async def _connect(self, key: Key, sni: str | None, seconds: float | None) -> Connection:
         scheme, raw_host, port = key
         host = raw_host.decode("ascii")
         stream = await self._backend.connect_tcp(host, port, seconds)
         if scheme == b"https":
-            sni = request.extensions.get("sni_hostname") or host
             try:
                 context = self._ssl_context or default_ssl_context()
-                await stream.start_tls(context, sni, seconds)
+                await stream.start_tls(context, sni or host, seconds)
             except BaseException:
                 stream.close()
                 raise
@@ -231,6 +233,15 @@ class Body(httpx.AsyncByteStream):
             self._pool.release(self._connection)
 
 
+def pool_key(url: httpx.URL) -> Key:
+    """The origin a request to `url` goes to: its connections' key."""
+    scheme = url.raw_scheme
+    if scheme not in _DEFAULT_PORTS:
+        shown = scheme.decode("ascii", errors="replace")
+        raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{shown}://'.")
+    return scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme]
+
+
 @functools.cache
 def default_ssl_context() -> ssl.SSLContext:
     """httpx's default context (certifi's roots), made at the first https connection
@@ -272,19 +283,27 @@ class GuardedTransport(httpx.AsyncBaseTransport):
     async def exchange(self, request: httpx.Request) -> tuple[Head, Body]:
         """Send `request`; the head of its answer and its body, whose closing gives the
         connection back. What `handle_async_request` does without wrapping the answer in
-        an `httpx.Response`: the executor calls this directly (docs/adr/0010)."""
-        url = request.url
-        scheme = url.raw_scheme
-        if scheme not in _DEFAULT_PORTS:
-            shown = scheme.decode("ascii", errors="replace")
-            raise httpx.UnsupportedProtocol(
-                f"Request URL has an unsupported protocol '{shown}://'."
-            )
-        key = (scheme, url.raw_host, url.port or _DEFAULT_PORTS[scheme])
-        timeouts = request.extensions.get("timeout", {})
-        connection = await self._pool.acquire(key, request)
+        an `httpx.Response`."""
+        extensions = request.extensions
+        return await self.exchange_wire(
+            pool_key(request.url),
+            functools.partial(wire, request),
+            extensions.get("timeout", {}),
+            extensions.get("sni_hostname"),
+        )
+
+    async def exchange_wire(
+        self,
+        key: Key,
+        make: Callable[[], Wire],
+        timeouts: dict[str, Any],
+        sni: str | None = None,
+    ) -> tuple[Head, Body]:
+        """`exchange` for the request `make` builds, to the origin `key` (`pool_key`):
+        the executor calls this directly, with its cached heads (docs/adr/0010)."""
+        connection = await self._pool.acquire(key, timeouts, sni)
         try:
-            head = await connection.send(request, timeouts)
+            head = await connection.send(make, timeouts)
         except BaseException:
             self._pool.release(connection)
             raise
