@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,10 @@ class PreparedRequest:
     body: JsonValue
     webhook_id: str  # what a signed call names itself (a target call: its Idempotency-Key)
     content: bytes | None = None  # the body as JSON already (an event's): sent as is
+    # `headers` split in two for the cached heads (adapters/http/heads.py): those the
+    # same for every call (a plain target's; None: not known) and the call's own.
+    fixed: dict[str, str] | None = None
+    own: dict[str, str] = field(default_factory=dict)
 
 
 class _NoCookies(httpx.Cookies):
@@ -87,6 +91,17 @@ def set_header(
         del headers[index]
 
 
+def call_headers(
+    headers: Mapping[str, str], extra: Mapping[str, str], authorization: str | None
+) -> list[tuple[bytes, bytes]]:
+    """`headers` with headers_env's (`extra`) and the Authorization header, if any."""
+    pairs = header_pairs(headers)
+    add_headers(pairs, extra)
+    if authorization is not None:
+        set_header(pairs, b"Authorization", authorization.encode())
+    return pairs
+
+
 @functools.lru_cache(maxsize=4096)
 def parse_url(url: str) -> httpx.URL:
     """Parsed once per distinct URL (httpx.URL is immutable; parsing is most of the
@@ -118,6 +133,42 @@ def _json_bytes(body: JsonValue) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+def arrange(
+    client_headers: list[tuple[bytes, bytes]],
+    method: str,
+    url: httpx.URL,
+    headers: list[tuple[bytes, bytes]],
+    has_body: bool,
+) -> tuple[list[tuple[bytes, bytes]], bool, bool]:
+    """The headers in the order `build_request` sends them, up to the body's: those of
+    the client and `headers` with `Host` (and `Content-Length: 0`) first; whether the
+    body's `Content-Length` and `Content-Type` follow. `headers` stay its last ones, in
+    their order (adapters/http/heads.py relies on it)."""
+    names = {name.lower() for name, _ in headers}
+    merged = [pair for pair in client_headers if pair[0].lower() not in names]
+    merged += headers
+    names.update(name.lower() for name, _ in merged)
+    auto = []
+    if b"host" not in names and url.host:
+        auto.append((b"Host", url.netloc))
+    if not has_body:
+        if (
+            method.upper() in ("POST", "PUT", "PATCH")
+            and b"content-length" not in names
+            and b"transfer-encoding" not in names
+        ):
+            auto.append((b"Content-Length", b"0"))
+        return auto + merged, False, False
+    return auto + merged, b"content-length" not in names, b"content-type" not in names
+
+
+def body_bytes(request: PreparedRequest) -> bytes:
+    """What the request's body is on the wire (b"" for none)."""
+    if request.content is not None:
+        return request.content
+    return b"" if request.body is None else _json_bytes(request.body)
+
+
 def build_request(
     client: httpx.AsyncClient,
     request: PreparedRequest,
@@ -136,30 +187,13 @@ def build_request(
     made already, sent as is. `sign`'s headers (Standard Webhooks) come last, signing
     the body as sent."""
     url = parse_url(request.url)
-    names = {name.lower() for name, _ in headers}
-    merged = [pair for pair in client.headers.raw if pair[0].lower() not in names]
-    merged += headers
-    names.update(name.lower() for name, _ in merged)
-    auto = []
-    if b"host" not in names and url.host:
-        auto.append((b"Host", url.netloc))
-    if request.body is None and request.content is None:
-        content = b""
-        if (
-            request.method.upper() in ("POST", "PUT", "PATCH")
-            and b"content-length" not in names
-            and b"transfer-encoding" not in names
-        ):
-            auto.append((b"Content-Length", b"0"))
-        merged = auto + merged
-    else:
-        given = request.content
-        content = given if given is not None else _json_bytes(request.body)
-        merged = auto + merged
-        if b"content-length" not in names:
-            merged.append((b"Content-Length", str(len(content)).encode("ascii")))
-        if b"content-type" not in names:
-            merged.append((b"Content-Type", b"application/json"))
+    has_body = request.body is not None or request.content is not None
+    merged, length, json_type = arrange(client.headers.raw, request.method, url, headers, has_body)
+    content = body_bytes(request)
+    if length:
+        merged.append((b"Content-Length", str(len(content)).encode("ascii")))
+    if json_type:
+        merged.append((b"Content-Type", b"application/json"))
     if sign is not None:
         merged += sign(request.webhook_id, content)
     return httpx.Request(
@@ -167,7 +201,10 @@ def build_request(
         url,
         headers=merged,
         stream=httpx.ByteStream(content),
-        extensions={
-            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
-        },
+        extensions={"timeout": timeouts(timeout)},
     )
+
+
+def timeouts(seconds: float) -> dict[str, float]:
+    """httpx's per-step timeouts: each step of a call gets the whole of `seconds`."""
+    return {"connect": seconds, "read": seconds, "write": seconds, "pool": seconds}
