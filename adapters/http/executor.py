@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -22,22 +23,27 @@ from adapters.http.auth import (
     credentials_for,
     redacted_header,
 )
+from adapters.http.connections import Head
 from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
 from adapters.http.guard import OutboundGuard, Resolver
+from adapters.http.heads import CachedHead, Heads
 from adapters.http.host_checks import HostChecks
 from adapters.http.requests import (
     CookielessClient,
     PreparedRequest,
     add_headers,
+    body_bytes,
     build_request,
+    call_headers,
     header_pairs,
     lenient_url,
     set_header,
     template_context,
+    timeouts,
 )
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
-from adapters.http.transport import GuardedTransport
+from adapters.http.transport import Body, GuardedTransport
 from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
@@ -81,6 +87,7 @@ class HttpExecutor:
         self._client: httpx.AsyncClient | None = None
         self._transport: GuardedTransport | None = None  # the client's
         self._tokens = OAuth2Tokens(self._http)
+        self._heads = Heads()
 
     def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         if target.template:
@@ -107,7 +114,14 @@ class HttpExecutor:
         key = str(event.id)
         headers = {"Idempotency-Key": key, "X-Scheduler-Task-Id": str(event.task_id)}
         request = PreparedRequest(
-            "POST", destination.url, headers, None, webhook_id=key, content=event.body
+            "POST",
+            destination.url,
+            headers,
+            None,
+            webhook_id=key,
+            content=event.body,
+            fixed={},
+            own=headers,
         )
         result = await self._attempt(DELIVERY_TIMEOUT_SECONDS, request, credentials)
         if result.status == 401 and credentials.oauth2_secret is not None:
@@ -221,17 +235,22 @@ class HttpExecutor:
         limit = self._settings.response_excerpt_bytes
         try:
             async with asyncio.timeout(timeout):
-                headers = header_pairs(request.headers)
-                add_headers(headers, credentials.headers)
                 authorization = await self._authorization(credentials, timeout)
-                if authorization is not None:
-                    set_header(headers, b"Authorization", authorization.encode())
-                built = build_request(self._http(), request, headers, timeout, self._sign())
-                if built.url.userinfo:
-                    # httpx turns a URL's user:password into Basic auth: its own path.
-                    answer = await self._send_through_client(built, limit, credentials)
+                client = self._http()
+                calls = call_headers(request.own, credentials.headers, authorization)
+                head = self._heads.get(client.headers.raw, request, calls)
+                if head is not None:
+                    answer = await self._send_cached(
+                        head, request, calls, timeout, limit, credentials
+                    )
                 else:
-                    answer = await self._send(built, limit, credentials)
+                    headers = call_headers(request.headers, credentials.headers, authorization)
+                    built = build_request(client, request, headers, timeout, self._sign())
+                    if built.url.userinfo:
+                        # httpx turns a URL's user:password into Basic auth: its own path.
+                        answer = await self._send_through_client(built, limit, credentials)
+                    else:
+                        answer = await self._send(built, limit, credentials)
         except TokenError as exc:
             return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
@@ -253,13 +272,43 @@ class HttpExecutor:
             retry_after=retry_after if retryable else None,
         )
 
+    async def _send_cached(
+        self,
+        cached: CachedHead,
+        request: PreparedRequest,
+        calls: list[tuple[bytes, bytes]],
+        seconds: float,
+        limit: int,
+        credentials: Credentials,
+    ) -> _Answer:
+        """`_send` for a request with a cached head: its bytes made without an
+        `httpx.Request` (adapters/http/heads.py)."""
+        content = body_bytes(request)
+        sign = self._sign()
+        signed = [] if sign is None else sign(request.webhook_id, content)
+        make = functools.partial(cached.wire, calls, content, signed)
+        assert self._transport is not None
+        exchanged = await self._transport.exchange_wire(cached.key, make, timeouts(seconds))
+        return await self._read(exchanged, None, limit, credentials)
+
     async def _send(self, request: httpx.Request, limit: int, credentials: Credentials) -> _Answer:
         """One exchange straight through the pool: what `AsyncClient.send` does for
         this client (no cookies, auth or redirects to handle), without its layers
-        (docs/adr/0010). A compressed answer's excerpt is decoded by httpx."""
+        (docs/adr/0010)."""
         self._http()
         assert self._transport is not None
-        head, body = await self._transport.exchange(request)
+        exchanged = await self._transport.exchange(request)
+        return await self._read(exchanged, request, limit, credentials)
+
+    async def _read(
+        self,
+        exchanged: tuple[Head, Body],
+        request: httpx.Request | None,
+        limit: int,
+        credentials: Credentials,
+    ) -> _Answer:
+        """The answer of an exchange; a compressed answer's excerpt decoded by httpx."""
+        head, body = exchanged
         try:
             headers = head.headers
             if any(name.lower() == b"content-encoding" for name, _ in headers):
@@ -310,13 +359,17 @@ class HttpExecutor:
         else:
             url, headers, body = target.url, dict(target.headers), target.body
         key = idempotency_key(run)
-        headers |= {
+        own = {
             "Idempotency-Key": key,
             "X-Scheduler-Task-Id": str(task.id),
             "X-Scheduler-Run-Id": str(run.id),
             "X-Scheduler-Scheduled-For": rfc3339(run.scheduled_for),
         }
-        return PreparedRequest(target.method, url, headers, body, webhook_id=key)
+        headers |= own
+        fixed = None if target.template else target.headers
+        return PreparedRequest(
+            target.method, url, headers, body, webhook_id=key, fixed=fixed, own=own
+        )
 
     def _sign(self) -> Callable[[str, bytes], list[tuple[bytes, bytes]]] | None:
         """The signer's headers for a body sent now (each attempt stamped anew)."""
