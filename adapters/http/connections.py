@@ -264,6 +264,15 @@ class Connection:
                 return
             await self._receive(seconds)
 
+    def arrived(self) -> bytes | None:
+        """What `body` would yield, when the answer is complete: taken at once."""
+        answer = self._answer
+        if not answer.complete:
+            return None
+        data = b"".join(answer.body)
+        answer.body.clear()
+        return data
+
     def response_closed(self) -> None:
         """The caller is done with the answer: idle again when the exchange completed
         and both sides keep the connection, else closed."""

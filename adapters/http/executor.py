@@ -25,6 +25,7 @@ from adapters.http.auth import (
 )
 from adapters.http.connections import Head
 from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
+from adapters.http.failures import excerpt as excerpt_of
 from adapters.http.guard import OutboundGuard, Resolver
 from adapters.http.heads import CachedHead, Heads
 from adapters.http.host_checks import HostChecks
@@ -237,6 +238,7 @@ class HttpExecutor:
             async with asyncio.timeout(timeout):
                 authorization = await self._authorization(credentials, timeout)
                 client = self._http()
+                assert self._transport is not None
                 calls = call_headers(request.own, credentials.headers, authorization)
                 head = self._heads.get(client.headers.raw, request, calls)
                 if head is not None:
@@ -250,7 +252,8 @@ class HttpExecutor:
                         # httpx turns a URL's user:password into Basic auth: its own path.
                         answer = await self._send_through_client(built, limit, credentials)
                     else:
-                        answer = await self._send(built, limit, credentials)
+                        exchanged = await self._transport.exchange(built)
+                        answer = await self._read(exchanged, built, limit, credentials)
         except TokenError as exc:
             return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
@@ -281,8 +284,7 @@ class HttpExecutor:
         limit: int,
         credentials: Credentials,
     ) -> _Answer:
-        """`_send` for a request with a cached head: its bytes made without an
-        `httpx.Request` (adapters/http/heads.py)."""
+        """`_send` for a request with a cached head (adapters/http/heads.py)."""
         content = body_bytes(request)
         sign = self._sign()
         signed = [] if sign is None else sign(request.webhook_id, content)
@@ -291,15 +293,6 @@ class HttpExecutor:
         exchanged = await self._transport.exchange_wire(cached.key, make, timeouts(seconds))
         return await self._read(exchanged, None, limit, credentials)
 
-    async def _send(self, request: httpx.Request, limit: int, credentials: Credentials) -> _Answer:
-        """One exchange straight through the pool: what `AsyncClient.send` does for
-        this client (no cookies, auth or redirects to handle), without its layers
-        (docs/adr/0010)."""
-        self._http()
-        assert self._transport is not None
-        exchanged = await self._transport.exchange(request)
-        return await self._read(exchanged, request, limit, credentials)
-
     async def _read(
         self,
         exchanged: tuple[Head, Body],
@@ -307,7 +300,9 @@ class HttpExecutor:
         limit: int,
         credentials: Credentials,
     ) -> _Answer:
-        """The answer of an exchange; a compressed answer's excerpt decoded by httpx."""
+        """The answer of one exchange straight through the pool: what `AsyncClient.send`
+        does for this client (no cookies, auth or redirects to handle), without its
+        layers (docs/adr/0010). A compressed answer's excerpt is decoded by httpx."""
         head, body = exchanged
         try:
             headers = head.headers
@@ -316,6 +311,8 @@ class HttpExecutor:
                     head.status_code, headers=headers, stream=body, request=request
                 )
                 excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
+            elif (arrived := body.arrived()) is not None:  # no need to iterate
+                excerpt = excerpt_of(arrived, limit, credentials.secrets)
             else:
                 excerpt = await read_excerpt(body, limit, credentials.secrets)
         finally:

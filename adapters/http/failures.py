@@ -112,6 +112,13 @@ async def read_excerpt(body: AsyncIterable[bytes], limit: int, secrets: Iterable
             data += chunk
             if len(data) >= window:
                 break
-    text = scrub(bytes(data[:window]).decode("utf-8", errors="replace"), secrets)
+    return excerpt(bytes(data), limit, secrets)
+
+
+def excerpt(body: bytes, limit: int, secrets: Iterable[str]) -> str:
+    """`read_excerpt` of a body at hand."""
+    secrets = [s for s in secrets if s]
+    window = limit + max((len(s.encode()) for s in secrets), default=0)
+    text = scrub(body[:window].decode("utf-8", errors="replace"), secrets)
     text = text.encode("utf-8")[:limit].decode("utf-8", errors="replace")
     return text.replace("\x00", "\ufffd")

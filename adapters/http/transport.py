@@ -226,6 +226,11 @@ class Body(httpx.AsyncByteStream):
                 self._connection.close()
             raise
 
+    def arrived(self) -> bytes | None:
+        """The rest of the body when all of it has arrived (reading it then needs no
+        waiting), else None."""
+        return None if self._closed else self._connection.arrived()
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
