@@ -240,7 +240,7 @@ class HttpExecutor:
                 client = self._http()
                 assert self._transport is not None
                 calls = call_headers(request.own, credentials.headers, authorization)
-                head = self._heads.get(client.headers.raw, request, calls)
+                head = self._heads.get(client.headers, request, calls)
                 if head is not None:
                     answer = await self._send_cached(
                         head, request, calls, timeout, limit, credentials

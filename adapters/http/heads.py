@@ -65,7 +65,7 @@ class Heads:
         self._heads: OrderedDict[Hashable, CachedHead | None] = OrderedDict()
 
     def get(
-        self, client_headers: Pairs, request: PreparedRequest, calls: Pairs
+        self, client_headers: httpx.Headers, request: PreparedRequest, calls: Pairs
     ) -> CachedHead | None:
         """The head of `request` around its call headers `calls`; None when it has to
         be built the general way (`request.fixed` None, or see `_made`)."""
@@ -79,7 +79,7 @@ class Heads:
         if key in heads:
             heads.move_to_end(key)
             return heads[key]
-        head = heads[key] = _made(client_headers, request, fixed, names, has_body)
+        head = heads[key] = _made(client_headers.raw, request, fixed, names, has_body)
         if len(heads) > self._size:
             heads.popitem(last=False)
         return head
