@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from typing import cast
 
 import httpx
 
@@ -31,8 +32,7 @@ class _Protocol(asyncio.Protocol):
         self.can_write = True
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop: not a subclass
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
