@@ -14,7 +14,10 @@ Scenarios, each in a schema of its own inside a database created for the run (so
   database's transactions per second over 30 s.
 
 Engines run with their default settings (batch 100, 100 runs in flight) on the system
-clock. One figure per line, `name value`.
+clock, without metrics or log handler; `BENCH_SERVED=1` makes the steady scenario's
+replicas observe and log as `serve` wires them (Prometheus metrics, a JSON line per run
+at INFO, written to /dev/null): the all-in cost of a fire. One figure per line, `name
+value`.
 
     python bench/engine.py [--url URL] [--scenario burst,steady,idle] [--burst 10000]
         [--steady 1000] [--idle 100000] [--seconds 30]

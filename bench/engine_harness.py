@@ -35,10 +35,13 @@ from adapters.memory import NoopExecutor
 from adapters.postgres import PostgresTaskStore, PostgresWaker, create_pool, initialize
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
+from application.observer import EngineObserver
 from application.ports import Executor
 from domain.runs import ClaimedRun, Run
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
+from entrypoints.logs import configure_logging
+from entrypoints.metrics import PrometheusObserver
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SCHEMA = "scheduler"
@@ -46,6 +49,9 @@ SCHEMA = "scheduler"
 # same environment); the defaults are the product's.
 MAX_CONCURRENT_RUNS = int(os.environ.get("BENCH_MAX_CONCURRENT_RUNS", "100"))
 POOL_SIZE = int(os.environ.get("BENCH_POOL_SIZE", "10"))
+# BENCH_SERVED=1: replica processes observe and log as `serve` wires them (Prometheus
+# metrics, INFO logging as JSON lines, written to /dev/null), for the all-in cost.
+SERVED = os.environ.get("BENCH_SERVED") == "1"
 
 
 def figure(name: str, value: float | int) -> None:
@@ -255,7 +261,7 @@ async def run_replica(
     executor: Executor,
     window: tuple[float, float],
     stop_at: float,
-    observer: StartTimes | None = None,
+    observer: EngineObserver | None = None,
 ) -> dict[str, Any]:
     """Run one engine until `stop_at` (epoch seconds); report its CPU over `window`."""
     pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
@@ -286,7 +292,12 @@ def replica_process(
     url: str, name: str, http: bool, window: tuple[float, float], stop_at: float, out: Any
 ) -> None:
     executor: Executor = HttpExecutor() if http else NoopExecutor()
-    out.put(asyncio.run(run_replica(url, name, executor, window, stop_at)))
+    observer = None
+    if SERVED:  # as `serve` runs it: Prometheus metrics, a JSON log line per run
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the process's whole life)
+        configure_logging("INFO", "json")
+        observer = PrometheusObserver()
+    out.put(asyncio.run(run_replica(url, name, executor, window, stop_at, observer)))
 
 
 def run_replicas(
