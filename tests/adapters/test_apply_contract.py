@@ -7,7 +7,7 @@ import pytest
 
 from application.ports import TaskFilter, TaskStore, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
-from tests.adapters.test_task_store_contract import MINUTE, T0
+from tests.adapters.contract_support import MINUTE, T0
 from tests.fixtures.backends import Backend
 from tests.fixtures.tasks import make_task
 

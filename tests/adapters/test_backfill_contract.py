@@ -16,10 +16,10 @@ from domain.backfills import CANCELLED_BY_BACKFILL, STOPPED_BY_BACKFILL, Backfil
 from domain.errors import BackfillNotFound, TaskNotFound
 from domain.runs import RunStatus, idempotency_key, occurrence_key
 from domain.tasks import Task
+from tests.adapters.contract_support import REPLICA, SECOND, T0, succeeded
+from tests.adapters.contract_support import failed as failed_at
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.adapters.test_overlap_contract import STEP, add, claim_at, runs_of
-from tests.adapters.test_task_store_contract import REPLICA, SECOND, T0, succeeded
-from tests.adapters.test_task_store_contract import failed as failed_at
-from tests.adapters.test_task_store_contract import store as store  # the fixture
 from tests.fixtures.runs import finish_one
 
 NOW = T0 + 100 * STEP

@@ -16,11 +16,11 @@ from domain.events import Event
 from domain.overlap import CANCELLED_BY_PAUSE
 from domain.runs import RunStatus
 from domain.tasks import EventType, Task
+from tests.adapters.contract_support import REPLICA, SECOND, failed, succeeded
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.adapters.test_backfill_contract import NOW, PAST, backfill, backfills
 from tests.adapters.test_events_contract import EVERY, HOOK, events_of
 from tests.adapters.test_overlap_contract import add, claim_at
-from tests.adapters.test_task_store_contract import REPLICA, SECOND, failed, succeeded
-from tests.adapters.test_task_store_contract import store as store  # the fixture
 from tests.fixtures.backends import Backend
 
 

@@ -13,10 +13,10 @@ from domain.backfills import BACKFILL_QUEUE_BOUND
 from domain.overlap import CANCELLED_BY_DELETE, CANCELLED_BY_PAUSE, CANCELLED_BY_POLICY
 from domain.runs import RunStatus
 from domain.tasks import Task
+from tests.adapters.contract_support import REPLICA, SECOND, T0, succeeded
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.adapters.test_backfill_contract import NOW, PAST, backfill, statuses
 from tests.adapters.test_overlap_contract import STEP, add, claim_at, runs_of
-from tests.adapters.test_task_store_contract import REPLICA, SECOND, T0, succeeded
-from tests.adapters.test_task_store_contract import store as store  # the fixture
 from tests.fixtures.backends import Backend
 
 

@@ -13,10 +13,10 @@ from domain.backfills import Backfill
 from domain.errors import BackfillNotFound
 from domain.runs import RunStatus
 from domain.tasks import Task
+from tests.adapters.contract_support import REPLICA, SECOND, succeeded
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.adapters.test_backfill_contract import NOW, PAST, backfill, backfills
 from tests.adapters.test_overlap_contract import add, claim_at
-from tests.adapters.test_task_store_contract import REPLICA, SECOND, succeeded
-from tests.adapters.test_task_store_contract import store as store  # the fixture
 
 
 async def made_by(store: TaskStore, task: Task, **fields: object) -> Backfill:

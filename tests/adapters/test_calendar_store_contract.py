@@ -26,7 +26,7 @@ from domain.errors import (
 from domain.history import ChangeCause
 from domain.tasks import Task
 from domain.triggers import CronTrigger
-from tests.adapters.test_task_store_contract import REPLICA, T0
+from tests.adapters.contract_support import REPLICA, T0
 from tests.fixtures.backends import Backend
 from tests.fixtures.tasks import make_task
 

@@ -17,7 +17,7 @@ from domain.events import CLAIM_LEASE, DELIVERY_WINDOW, Delivery, Event, EventSt
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import EventType, Notify
 from domain.triggers import IntervalTrigger
-from tests.adapters.test_task_store_contract import (
+from tests.adapters.contract_support import (
     MINUTE,
     REPLICA,
     SECOND,

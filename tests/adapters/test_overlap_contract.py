@@ -21,8 +21,8 @@ from domain.overlap import (
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
 from domain.triggers import IntervalTrigger
-from tests.adapters.test_task_store_contract import REPLICA, SECOND, T0, failed, succeeded
-from tests.adapters.test_task_store_contract import store as store  # the fixture
+from tests.adapters.contract_support import REPLICA, SECOND, T0, failed, succeeded
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.fixtures.backends import Backend
 from tests.fixtures.tasks import make_task
 

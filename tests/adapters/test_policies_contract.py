@@ -5,8 +5,8 @@ from __future__ import annotations
 from application.ports import TaskStore
 from domain.runs import RunStatus
 from domain.triggers import IntervalTrigger
-from tests.adapters.test_task_store_contract import MINUTE, REPLICA, SECOND, T0
-from tests.adapters.test_task_store_contract import store as store  # the fixture
+from tests.adapters.contract_support import MINUTE, REPLICA, SECOND, T0
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.fixtures.tasks import make_task
 
 

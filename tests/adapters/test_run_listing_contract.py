@@ -11,7 +11,7 @@ import pytest
 from application.ports import RunFilter, RunPageKey, TaskStore
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
-from tests.adapters.test_task_store_contract import MINUTE, REPLICA, SECOND, T0, failed, succeeded
+from tests.adapters.contract_support import MINUTE, REPLICA, SECOND, T0, failed, succeeded
 from tests.fixtures.backends import Backend
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task

@@ -8,9 +8,9 @@ from application.ports import TaskStore
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.triggers import IntervalTrigger
+from tests.adapters.contract_support import T0, succeeded
+from tests.adapters.contract_support import store as store  # the fixture
 from tests.adapters.test_overlap_contract import STEP, add, claim_at, runs_of
-from tests.adapters.test_task_store_contract import T0, succeeded
-from tests.adapters.test_task_store_contract import store as store  # the fixture
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task
 

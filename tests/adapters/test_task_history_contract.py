@@ -13,7 +13,7 @@ from domain.errors import VersionConflict
 from domain.history import ChangeCause, TaskVersion
 from domain.tasks import TaskSpec
 from domain.triggers import CronTrigger
-from tests.adapters.test_task_store_contract import MINUTE, REPLICA, SECOND, T0, failed
+from tests.adapters.contract_support import MINUTE, REPLICA, SECOND, T0, failed
 from tests.fixtures.backends import Backend
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task

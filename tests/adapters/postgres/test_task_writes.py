@@ -1,6 +1,6 @@
 """Task creates on PostgreSQL: one round trip each (docs/storage.md, "Task writes"),
 with or without a calendar, and what that one statement writes. The semantics are the
-contract's (tests/adapters/test_task_store_contract.py and its siblings)."""
+contract's (tests/adapters/test_tasks_contract.py and its siblings)."""
 
 from __future__ import annotations
 

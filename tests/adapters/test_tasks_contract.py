@@ -1,0 +1,144 @@
+"""The TaskStore contract of tasks: create, read, list, update and delete, on every store."""
+
+from __future__ import annotations
+
+from uuid import uuid4
+
+import pytest
+
+from application.ports import TaskFilter, TaskPageKey, TaskStore
+from domain.errors import (
+    DuplicateTaskName,
+    TaskNotFound,
+    VersionConflict,
+)
+from domain.runs import RunStatus
+from tests.adapters.contract_support import (
+    MINUTE,
+    MINUTELY,
+    REPLICA,
+    SECOND,
+    T0,
+    claim_one,
+    succeeded,
+)
+from tests.adapters.contract_support import store as store  # the fixture
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import make_task
+
+
+async def test_create_get_and_get_by_name(store: TaskStore) -> None:
+    task = make_task(MINUTELY, tags=["a", "b"], description="hello")
+    created = await store.create_task(task)
+    assert created == task.model_copy(update={"version": 1})
+    assert await store.get_task(task.id) == created
+    assert await store.get_task_by_name(task.name) == created
+
+
+async def test_unknown_tasks_are_not_found(store: TaskStore) -> None:
+    with pytest.raises(TaskNotFound):
+        await store.get_task(uuid4())
+    with pytest.raises(TaskNotFound):
+        await store.get_task_by_name("nobody")
+    with pytest.raises(TaskNotFound):
+        await store.delete_task(uuid4())
+    with pytest.raises(TaskNotFound):
+        await store.update_task(make_task(), 1, reschedule=False)
+    with pytest.raises(TaskNotFound):
+        await store.start_manual_run(uuid4(), T0, REPLICA)
+
+
+async def test_duplicate_name_is_rejected(store: TaskStore) -> None:
+    await store.create_task(make_task(name="twice"))
+    with pytest.raises(DuplicateTaskName):
+        await store.create_task(make_task(name="twice"))
+
+
+async def test_list_filters(store: TaskStore) -> None:
+    red = await store.create_task(make_task(name="red-1", tags=["red"]))
+    blue = await store.create_task(make_task(name="blue-1", tags=["blue"], enabled=False))
+    both = await store.create_task(make_task(name="red-2", tags=["red", "blue"]))
+
+    async def names(task_filter: TaskFilter) -> set[str]:
+        return {t.name for t in await store.list_tasks(task_filter, None, 100)}
+
+    assert await names(TaskFilter()) == {red.name, blue.name, both.name}
+    assert await names(TaskFilter(enabled=True)) == {red.name, both.name}
+    assert await names(TaskFilter(enabled=False)) == {blue.name}
+    assert await names(TaskFilter(tag="blue")) == {blue.name, both.name}
+    assert await names(TaskFilter(name_prefix="red-")) == {red.name, both.name}
+    assert await names(TaskFilter(enabled=True, tag="blue", name_prefix="red")) == {both.name}
+    assert await names(TaskFilter(tag="green")) == set()
+
+
+async def test_list_pages_return_every_task_exactly_once(store: TaskStore) -> None:
+    # Groups of tasks share a created_at, so the id breaks ties.
+    expected = []
+    for i in range(23):
+        task = await store.create_task(make_task(now=T0 + (i // 4) * SECOND))
+        expected.append((task.created_at, task.id))
+    expected.sort()
+    seen = []
+    after = None
+    while True:
+        page = await store.list_tasks(TaskFilter(), after, 5)
+        seen.extend((t.created_at, t.id) for t in page)
+        if len(page) < 5:
+            break
+        after = TaskPageKey(page[-1].created_at, page[-1].id)
+    assert seen == expected
+
+
+async def test_update_checks_the_version(store: TaskStore) -> None:
+    task = await store.create_task(make_task())
+    later = T0 + MINUTE
+    changed = task.model_copy(update={"description": "new", "updated_at": later})
+    updated = await store.update_task(changed, 1, reschedule=False)
+    assert (updated.description, updated.version, updated.updated_at) == ("new", 2, later)
+    assert updated.created_at == task.created_at
+    with pytest.raises(VersionConflict) as conflict:
+        await store.update_task(changed, 1, reschedule=False)
+    assert conflict.value.actual == 2
+    assert await store.get_task(task.id) == updated
+
+
+async def test_update_to_a_taken_name_is_rejected(store: TaskStore) -> None:
+    await store.create_task(make_task(name="first"))
+    second = await store.create_task(make_task(name="second"))
+    with pytest.raises(DuplicateTaskName):
+        await store.update_task(second.model_copy(update={"name": "first"}), 1, reschedule=False)
+    renamed = await store.update_task(
+        second.model_copy(update={"name": "third"}), 1, reschedule=False
+    )
+    assert (await store.get_task_by_name("third")).id == renamed.id
+    with pytest.raises(TaskNotFound):
+        await store.get_task_by_name("second")
+
+
+async def test_update_keeps_the_schedule_unless_told_to_reschedule(store: TaskStore) -> None:
+    read = await store.create_task(make_task())  # due at T0
+    await claim_one(store, T0)  # a claim advances the schedule meanwhile
+    stale = read.model_copy(update={"description": "x", "consecutive_failures": 5})
+    kept = await store.update_task(stale, 1, reschedule=False)
+    assert (kept.next_fire_at, kept.next_run_at) == (T0 + MINUTE, T0 + MINUTE)
+    assert kept.consecutive_failures == 0
+    moved = kept.model_copy(
+        update={"next_fire_at": T0 + 5 * MINUTE, "next_run_at": T0 + 5 * MINUTE}
+    )
+    rescheduled = await store.update_task(moved, 2, reschedule=True)
+    assert rescheduled.next_run_at == T0 + 5 * MINUTE
+    assert await store.claim_due(T0 + 4 * MINUTE, 10, REPLICA) == []
+    assert (await claim_one(store, T0 + 5 * MINUTE)).scheduled_for == T0 + 5 * MINUTE
+
+
+async def test_delete_keeps_the_runs_readable(store: TaskStore) -> None:
+    task = await store.create_task(make_task())
+    run = await claim_one(store, T0)
+    await store.delete_task(task.id)
+    with pytest.raises(TaskNotFound):
+        await store.get_task(task.id)
+    assert await store.get_run(run.id) == run
+    assert await store.list_runs(task.id, None, None, 10) == [run]
+    assert await store.claim_due(T0 + MINUTE, 10, REPLICA) == []
+    finished = await finish_one(store, run.id, succeeded())
+    assert finished.status is RunStatus.SUCCEEDED
