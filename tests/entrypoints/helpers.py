@@ -1,13 +1,17 @@
 """Helpers of the entrypoint tests: settings that ignore the environment, a bounded wait,
-request bodies."""
+request bodies, and the checks of an RFC 9457 problem answer the error tests share."""
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from litestar.testing import AsyncTestClient
+
 from entrypoints.settings import Settings
 
 T = TypeVar("T")
+Client = AsyncTestClient[Any]
+PROBLEM_JSON = "application/problem+json"
 
 
 def make_settings(**overrides: Any) -> Settings:
@@ -44,3 +48,21 @@ def fields_of(response: Any) -> list[str]:
     """The fields a 422 problem document names."""
     assert response.status_code == 422, response.text
     return [error["field"] for error in response.json()["errors"]]
+
+
+def assert_problem(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM_JSON)
+    problem: dict[str, Any] = response.json()
+    assert problem["status"] == status
+    assert problem["type"].startswith("urn:imbi-scheduler:problem:")
+    assert problem["title"] and problem["detail"]
+    return problem
+
+
+def fields(problem: dict[str, Any]) -> list[str]:
+    return [error["field"] for error in problem["errors"]]
+
+
+async def task_count(client: Client) -> int:
+    return len((await client.get("/tasks")).json()["items"])

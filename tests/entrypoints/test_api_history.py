@@ -12,8 +12,7 @@ from litestar.testing import AsyncTestClient
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from entrypoints.settings import Access, Grant, load_settings, parse_grants
-from tests.entrypoints.helpers import cron_task, make_settings
-from tests.entrypoints.test_api_errors import assert_problem, fields
+from tests.entrypoints.helpers import assert_problem, cron_task, fields, make_settings
 from tests.fixtures.target import RecordingTarget
 
 Client = AsyncTestClient[Any]

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.helpers import cron_task
-from tests.entrypoints.test_api_errors import assert_problem, fields, task_count
+from tests.entrypoints.helpers import assert_problem, cron_task, fields, task_count
 
 Client = AsyncTestClient[Any]
 URL = "http://127.0.0.1:9/hook"

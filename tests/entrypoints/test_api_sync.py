@@ -7,7 +7,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.test_api_errors import assert_problem, fields
+from tests.entrypoints.helpers import assert_problem, fields
 from tests.fixtures.target import RecordingTarget
 
 Client = AsyncTestClient[Any]

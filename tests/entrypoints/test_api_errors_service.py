@@ -1,0 +1,93 @@
+"""Error table rows 500 and 503 (docs/api.md "Errors"): nothing leaks; readiness names the cause."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from uuid import UUID
+
+import pytest
+from dependency_injector import providers
+from litestar.testing import AsyncTestClient
+
+from adapters.memory import InMemoryTaskStore
+from application.ports import TaskFilter, TaskPageKey
+from domain.errors import StoreUnavailable
+from domain.tasks import Task
+from entrypoints.container import build_container
+from entrypoints.http.app import create_app
+from tests.entrypoints.helpers import Client, assert_problem, make_settings
+from tests.fixtures.waiting import eventually
+
+SECRET = "s3cret-password"
+
+
+class BrokenStore(InMemoryTaskStore):
+    """A store whose reads fail: `get_task` with an unexpected error that carries SQL and
+    a secret, `list_tasks` and `ping` as an outage."""
+
+    async def get_task(self, task_id: UUID) -> Task:
+        raise RuntimeError(f"SELECT * FROM scheduler.tasks WHERE password = '{SECRET}'")
+
+    async def get_task_by_name(self, name: str) -> Task:
+        raise RuntimeError(f"SELECT * FROM scheduler.tasks WHERE password = '{SECRET}'")
+
+    async def list_tasks(
+        self, task_filter: TaskFilter, after: TaskPageKey | None, limit: int
+    ) -> list[Task]:
+        raise StoreUnavailable()
+
+    async def ping(self) -> None:
+        raise StoreUnavailable()
+
+
+@pytest.fixture
+async def broken() -> AsyncIterator[Client]:
+    container = build_container(make_settings())
+    container.memory_store.override(providers.Singleton(BrokenStore))
+    async with AsyncTestClient(app=create_app(container, run_engine=False)) as client:
+        yield client
+
+
+async def test_an_internal_error_is_a_500_that_leaks_nothing_but_is_logged(
+    broken: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR):
+        response = await broken.get("/tasks/nightly-report")
+
+    problem = assert_problem(response, 500)
+    assert SECRET not in response.text and "SELECT" not in response.text
+    assert "Traceback" not in response.text and "RuntimeError" not in response.text
+    assert set(problem) == {"type", "title", "status", "detail"}
+    assert any(SECRET in (record.exc_text or "") for record in caplog.records)
+
+
+async def test_a_store_outage_is_a_503_with_retry_after(broken: Client) -> None:
+    response = await broken.get("/tasks")
+
+    assert_problem(response, 503)
+    assert response.headers["retry-after"] == "5"
+
+
+async def test_readiness_fails_while_the_store_is_unreachable(broken: Client) -> None:
+    problem = assert_problem(await broken.get("/readyz"), 503)
+
+    assert problem["checks"]["store"].startswith("unavailable")
+    assert (await broken.get("/healthz")).status_code == 200
+
+
+async def test_readiness_fails_when_the_engine_is_not_running() -> None:
+    container = build_container(make_settings())
+    app = create_app(container)
+    async with AsyncTestClient(app=app) as client:
+        await eventually(lambda: _status(client, "/readyz", 200))
+        # The app and its engine run on the test client's own event loop.
+        client.blocking_portal.call(container.engine().stop)
+
+        problem = assert_problem(await client.get("/readyz"), 503)
+
+    assert problem["checks"] == {"store": "ok", "engine": "not running"}
+
+
+async def _status(client: Client, path: str, status: int) -> bool:
+    return (await client.get(path)).status_code == status

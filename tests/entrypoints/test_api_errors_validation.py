@@ -1,0 +1,195 @@
+"""Error table rows 422, 400 and 415 (docs/api.md "Errors"): each a problem, nothing written."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.entrypoints.helpers import Client, assert_problem, cron_task, fields, task_count
+from tests.fixtures.target import RecordingTarget
+
+
+async def test_bad_cron_expression_names_the_field(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    body["trigger"]["expression"] = "61 * * * *"
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["trigger.expression"]
+    assert "minute" in problem["errors"][0]["message"]
+    assert await task_count(client) == 0
+
+
+async def test_unknown_timezone_names_the_field(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    body["trigger"]["timezone"] = "Mars/Olympus_Mons"
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["trigger.timezone"]
+    assert await task_count(client) == 0
+
+
+async def test_a_trigger_without_kind_or_an_auth_without_type_names_the_missing_member(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    del body["trigger"]["kind"]
+    body["target"]["auth"] = {"token_env": "REPORTS_TOKEN"}
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert sorted(fields(problem)) == ["target.auth.type", "trigger.kind"]
+    assert await task_count(client) == 0
+
+
+async def test_an_unknown_kind_names_the_kinds_there_are(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url())
+    body["trigger"]["kind"] = "weekly"
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["trigger.kind"]
+    assert "'cron', 'interval', 'calendar', 'one_shot'" in problem["errors"][0]["message"]
+
+
+async def test_unknown_field_is_named_by_its_own_path(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    body = cron_task(recording_target.url(), enabeld=False)
+    body["target"]["timeout"] = 5
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert sorted(fields(problem)) == ["enabeld", "target.timeout"]
+    assert {error["message"] for error in problem["errors"]} == {"unknown field"}
+    assert await task_count(client) == 0
+
+
+async def test_an_unknown_field_in_a_merge_patch_is_named_and_changes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.patch(
+        "/tasks/nightly-report", json={"description": "x", "target": {"retries": 3}}
+    )
+
+    assert fields(assert_problem(response, 422)) == ["target.retries"]
+    assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
+
+
+async def test_one_shot_in_the_past_beyond_the_grace_is_rejected(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    past = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    body = {
+        "name": "too-late",
+        "trigger": {"kind": "one_shot", "run_at": past},
+        "target": {"url": recording_target.url()},
+    }
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["trigger.run_at"]
+    assert await task_count(client) == 0
+
+
+@pytest.mark.parametrize("limit", ["0", "501", "many"])
+async def test_a_limit_outside_1_to_500_is_rejected(client: Client, limit: str) -> None:
+    problem = assert_problem(await client.get("/tasks", params={"limit": limit}), 422)
+
+    assert fields(problem) == ["limit"]
+
+
+async def test_a_limit_outside_1_to_500_is_rejected_on_run_history(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.get("/tasks/nightly-report/runs", params={"limit": "501"})
+
+    assert fields(assert_problem(response, 422)) == ["limit"]
+
+
+async def test_a_cursor_this_service_did_not_issue_is_rejected(client: Client) -> None:
+    problem = assert_problem(await client.get("/tasks", params={"cursor": "not-a-cursor"}), 422)
+
+    assert fields(problem) == ["cursor"]
+
+
+async def test_preview_of_a_bad_trigger_names_the_field(client: Client) -> None:
+    body = {"trigger": {"kind": "interval", "every": 0}, "count": 3}
+
+    problem = assert_problem(await client.post("/triggers/preview", json=body), 422)
+
+    assert fields(problem) == ["trigger.every"]
+
+
+async def test_preview_after_an_instant_that_overflows_in_utc_names_after(client: Client) -> None:
+    # Year 1 at +13:12 is before year 1 in UTC (found by Schemathesis: a 500 before).
+    trigger = {"kind": "cron", "expression": "* * * * *"}
+    body = {"trigger": trigger, "count": 3, "after": "0001-01-01T00:00:00+13:12"}
+
+    problem = assert_problem(await client.post("/triggers/preview", json=body), 422)
+
+    assert fields(problem) == ["after"]
+
+
+async def test_a_patch_that_makes_the_task_invalid_changes_nothing(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.patch(
+        "/tasks/nightly-report", json={"trigger": {"kind": "cron", "expression": "0 0 30 2 *"}}
+    )
+
+    assert fields(assert_problem(response, 422)) == ["trigger.expression"]
+    task = (await client.get("/tasks/nightly-report")).json()
+    assert task["version"] == 1 and task["trigger"]["expression"] == "30 2 * * *"
+
+
+async def test_a_patch_that_is_not_an_object_is_rejected(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.patch("/tasks/nightly-report", json=["enabled", False])
+
+    assert fields(assert_problem(response, 422)) == ["body"]
+
+
+async def test_a_missing_body_is_rejected(client: Client) -> None:
+    problem = assert_problem(await client.post("/tasks"), 422)
+
+    assert fields(problem) == ["body"]
+
+
+# -- malformed requests (400, 415) -----------------------------------------------------
+
+
+async def test_malformed_json_is_a_400_that_says_so(client: Client) -> None:
+    response = await client.post(
+        "/tasks", content=b'{"name": "x",', headers={"Content-Type": "application/json"}
+    )
+
+    assert "not valid JSON" in assert_problem(response, 400)["detail"]
+    assert await task_count(client) == 0
+
+
+async def test_a_body_that_is_not_json_is_a_415(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    response = await client.post(
+        "/tasks", content=b"name=x", headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
+
+    assert "application/json" in assert_problem(response, 415)["detail"]
