@@ -1,4 +1,5 @@
-"""Fixtures of the HTTP executor's tests: executors closed after each test."""
+"""Fixtures of the HTTP executor's tests: executors closed after each test, and a scripted
+server (tests/adapters/http/scripted_server.py) stopped after each test."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.guard import Resolver
+from tests.adapters.http.scripted_server import ScriptedServer
 
 MakeExecutor = Callable[..., HttpExecutor]
 
@@ -35,3 +37,11 @@ async def make_executor() -> AsyncIterator[MakeExecutor]:
 @pytest.fixture
 def executor(make_executor: MakeExecutor) -> HttpExecutor:
     return make_executor()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptedServer]:
+    scripted = ScriptedServer()
+    await scripted.start()
+    yield scripted
+    await scripted.stop()

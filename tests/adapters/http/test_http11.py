@@ -11,9 +11,7 @@ from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
 from tests.adapters.http.builders import call, call_once
 from tests.adapters.http.conftest import MakeExecutor
-from tests.adapters.http.test_transport import ScriptedServer, server
-
-__all__ = ["server"]  # the fixture, used by name
+from tests.adapters.http.scripted_server import ScriptedServer
 
 
 async def test_an_informational_answer_is_skipped(

@@ -1,99 +1,21 @@
 """The transport's pool and HTTP/1.1 connections: reuse, limits, waiting, expiry, servers
-that close connections, message framings, cancellation; and the guard's DNS cache."""
+that close connections, message framings, cancellation."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import ipaddress
-import shutil
-import ssl
-import subprocess
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
 
-from adapters.http import HttpExecutor, HttpExecutorSettings, OutboundDenied, OutboundGuard
-from adapters.http.guard import ResolutionFailed
+from adapters.http import HttpExecutor, HttpExecutorSettings, OutboundGuard
 from adapters.http.transport import GuardedTransport
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FakeResolver, call, call_once, http_task, make_run
+from tests.adapters.http.builders import call, call_once, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
+from tests.adapters.http.scripted_server import OK, ScriptedServer
 from tests.fixtures.target import RecordingTarget, Response
-
-OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-CLOSE = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
-
-# An answer: the bytes to send for one request, and whether to close afterwards.
-Answer = Callable[[int], tuple[bytes, bool]]
-
-
-@dataclass
-class ScriptedServer:
-    """An HTTP/1.1 server on this test's event loop whose answers are raw bytes, so a
-    test can choose the framing and when connections close. Counts connections."""
-
-    answer: Answer = lambda _: (OK, False)
-    delay: float = 0.0
-    connections: int = 0
-    open_now: int = 0
-    most_open: int = 0
-    requests: int = 0
-    heads: list[bytes] = field(default_factory=list)
-    server: asyncio.Server | None = None
-
-    async def start(self) -> None:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        return int(self.server.sockets[0].getsockname()[1])
-
-    def url(self, path: str = "/") -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
-        self.open_now += 1
-        self.most_open = max(self.most_open, self.open_now)
-        try:
-            while True:
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
-                    return
-                self.heads.append(head)
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                await reader.readexactly(length)
-                self.requests += 1
-                if self.delay:
-                    await asyncio.sleep(self.delay)
-                data, close = self.answer(self.requests)
-                writer.write(data)
-                await writer.drain()
-                if close:
-                    return
-        finally:
-            self.open_now -= 1
-            writer.close()
-
-    async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptedServer]:
-    scripted = ScriptedServer()
-    await scripted.start()
-    yield scripted
-    await scripted.stop()
 
 
 async def test_one_connection_serves_calls_one_after_another(
@@ -330,140 +252,3 @@ async def test_cookies_are_not_kept_between_calls(
         await executor.execute(task, make_run(task), None)
 
     assert [r.header("Cookie") for r in recording_target.received()] == [None, None]
-
-
-# -- the guard's resolution cache ----------------------------------------------------
-
-
-async def test_new_connections_to_a_name_ask_dns_once(
-    make_executor: MakeExecutor, server: ScriptedServer
-) -> None:
-    server.answer = lambda _: (CLOSE, True)  # a new connection for every call
-    resolver = FakeResolver({"target.test": ["127.0.0.1"]})
-    executor = make_executor(resolver=resolver)
-    task = http_task(f"http://target.test:{server.port}/")
-
-    for _ in range(3):
-        assert (await executor.execute(task, make_run(task), None)).error is None
-
-    assert server.connections == 3
-    assert resolver.lookups == ["target.test"]
-
-
-async def test_without_the_cache_every_connection_asks_dns(
-    make_executor: MakeExecutor, server: ScriptedServer
-) -> None:
-    server.answer = lambda _: (CLOSE, True)
-    resolver = FakeResolver({"target.test": ["127.0.0.1"]})
-    executor = make_executor(HttpExecutorSettings(dns_cache_seconds=0), resolver=resolver)
-    task = http_task(f"http://target.test:{server.port}/")
-
-    for _ in range(2):
-        assert (await executor.execute(task, make_run(task), None)).error is None
-
-    assert resolver.lookups == ["target.test", "target.test"]
-
-
-async def test_a_cached_answer_is_checked_at_every_use() -> None:
-    resolver = FakeResolver({"mixed.test": ["127.0.0.1", "169.254.169.254"]})
-    guard = OutboundGuard(resolver=resolver, cache_seconds=60)
-
-    for _ in range(2):
-        with pytest.raises(OutboundDenied, match=r"169\.254\.169\.254"):
-            await guard.resolve("mixed.test", 80)
-
-    assert resolver.lookups == ["mixed.test"]
-
-
-async def test_the_cache_is_per_name_and_expires() -> None:
-    resolver = FakeResolver({"a.test": ["10.0.0.1"], "b.test": ["10.0.0.2"]})
-    guard = OutboundGuard(resolver=resolver, cache_seconds=0.05)
-
-    assert await guard.resolve("a.test", 80) == [ipaddress.ip_address("10.0.0.1")]
-    assert await guard.resolve("A.TEST.", 443) == [ipaddress.ip_address("10.0.0.1")]
-    assert await guard.resolve("b.test", 80) == [ipaddress.ip_address("10.0.0.2")]
-    await asyncio.sleep(0.1)
-    await guard.resolve("a.test", 80)
-
-    assert resolver.lookups == ["a.test", "b.test", "a.test"]
-
-
-async def test_a_failed_lookup_is_not_cached() -> None:
-    resolver = FakeResolver({})
-    guard = OutboundGuard(resolver=resolver, cache_seconds=60)
-
-    with pytest.raises(ResolutionFailed):
-        await guard.resolve("late.test", 80)
-    resolver.table["late.test"] = ["10.0.0.3"]
-
-    assert await guard.resolve("late.test", 80) == [ipaddress.ip_address("10.0.0.3")]
-    assert resolver.lookups == ["late.test", "late.test"]
-
-
-async def test_concurrent_lookups_of_one_name_are_shared() -> None:
-    lookups: list[str] = []
-    release = asyncio.Event()
-
-    async def slow_resolver(host: str, port: int) -> list[str]:
-        lookups.append(host)
-        await release.wait()
-        return ["10.0.0.4"]
-
-    guard = OutboundGuard(resolver=slow_resolver, cache_seconds=60)
-    calls = [asyncio.create_task(guard.resolve("slow.test", 80)) for _ in range(5)]
-    await asyncio.sleep(0.01)
-    calls[0].cancel()  # one caller giving up does not end the lookup for the others
-    release.set()
-    answers = await asyncio.gather(*calls[1:])
-
-    assert answers == [[ipaddress.ip_address("10.0.0.4")]] * 4
-    assert lookups == ["slow.test"]
-
-
-# -- TLS ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """A self-signed certificate for target.test: (certificate file, key file)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
-    command = [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-    command += ["-subj", "/CN=target.test", "-addext", "subjectAltName=DNS:target.test"]
-    command += ["-keyout", key, "-out", cert]
-    subprocess.run(
-        command,
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
-
-
-async def test_tls_verifies_the_name_at_the_checked_address(
-    server: ScriptedServer, certificate: tuple[str, str]
-) -> None:
-    cert, key = certificate
-    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_side.load_cert_chain(cert, key)
-    tls = await asyncio.start_server(server._serve, "127.0.0.1", 0, ssl=server_side)
-    port = tls.sockets[0].getsockname()[1]
-    resolver = FakeResolver({"target.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-    transport = GuardedTransport(
-        OutboundGuard(resolver=resolver),
-        max_connections=4,
-        ssl_context=ssl.create_default_context(cafile=cert),
-    )
-    try:
-        async with httpx.AsyncClient(transport=transport) as client:
-            for _ in range(2):
-                answer = await client.get(f"https://target.test:{port}/")
-                assert (answer.status_code, answer.text) == (200, "ok")
-            assert server.connections == 1  # kept alive over TLS
-
-            with pytest.raises(httpx.ConnectError, match="certificate verify failed"):
-                await client.get(f"https://other.test:{port}/")
-    finally:
-        tls.close()
