@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from domain.calendars import Calendar, CalendarMissing
 from domain.triggers import TRIGGER_ADAPTER, CalendarTrigger, CronTrigger, IntervalTrigger
 from tests.domain import reference_triggers as reference
-from tests.domain.test_triggers_reference import POLICIES, zone_and_instant
+from tests.domain.trigger_strategies import POLICIES, zone_and_instant
 
 UTC = timezone.utc
 WEEKEND = Calendar(name="weekend", weekdays=["SAT", "SUN"])
