@@ -1,4 +1,4 @@
-"""The native engine's test setup, shared by its modules (test_engine, test_zombie): an
+"""The native engine's test setup, shared by its modules (test_engine_*, test_zombie): an
 in-memory store and a fake clock, stores that fail or count like a database would,
 executors that hold or break their calls, an observer that records what it is told."""
 

@@ -1,0 +1,69 @@
+"""What the native engine tells its observer and writes to its structured logs."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from adapters.clock import FakeClock
+from adapters.memory import InMemoryTaskStore, NoopExecutor
+from application.engine import TriggerLoop
+from domain.runs import RunStatus
+from domain.triggers import IntervalTrigger
+from tests.application.engine_support import T0, RecordingObserver, finished_runs, settings
+from tests.application.engine_support import clock as clock  # fixtures
+from tests.application.engine_support import engines as engines
+from tests.application.engine_support import store as store
+from tests.fixtures.tasks import make_task
+from tests.fixtures.waiting import eventually
+
+
+async def test_the_observer_sees_batches_runs_and_in_flight(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    observer = RecordingObserver()
+    running = await store.create_task(make_task())
+    missed = await store.create_task(
+        make_task(
+            IntervalTrigger(every=3600), now=T0 - timedelta(seconds=30), misfire_grace_seconds=10
+        )
+    )
+    engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings(), observer)
+    engines.append(engine)
+    await engine.start()
+    await eventually(lambda: finished_runs(store, running), "the run")
+
+    async def both_reported() -> bool:
+        return len(observer.finished) == 2
+
+    await eventually(both_reported, "both outcomes")
+    assert 2 in observer.batches
+    assert [c.task.id for c in observer.started] == [running.id]
+    by_task = {run.task_id: run.status for run in observer.finished}
+    assert by_task == {running.id: RunStatus.SUCCEEDED, missed.id: RunStatus.MISSED}
+    assert observer.in_flight_counts[0] == 1 and observer.in_flight_counts[-1] == 0
+
+
+async def test_each_run_is_logged_with_its_fields(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="scheduler.engine")
+    task = await store.create_task(make_task())
+    engine = TriggerLoop(store, store.new_waker(), NoopExecutor(clock), clock, settings())
+    engines.append(engine)
+    await engine.start()
+    [run] = await eventually(lambda: finished_runs(store, task), "the run")
+    [batch] = [r for r in caplog.records if getattr(r, "count", None) == 1]
+    assert (batch.running, batch.missed, batch.skipped) == (1, 0, 0)  # type: ignore[attr-defined]
+    [line] = [r for r in caplog.records if getattr(r, "run_id", None) == str(run.id)]
+    fields = line.__dict__
+    assert fields["task_id"] == str(task.id)
+    assert fields["scheduled_for"] == T0.isoformat()
+    assert fields["status"] == "succeeded"
+    assert fields["lateness"] == 0
+    assert fields["duration"] >= 0
