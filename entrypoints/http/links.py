@@ -1,12 +1,13 @@
 """OpenAPI links: how the answer of one operation leads to the next (a created task to
-reading, changing, pausing, firing and listing it; a fired run to reading and
-cancelling it). Generated clients and stateful API testers follow them."""
+reading, changing, pausing, firing, backfilling, explaining and listing it; a fired run
+to reading and cancelling it; a backfill to reading and cancelling it). Generated
+clients and stateful API testers follow them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-_ID_OF_THE_ANSWER = {"id": "$response.body#/id"}
+_ID_OF_THE_ANSWER = "$response.body#/id"
 # Everything that can be done with a task, once its id is known.
 _TASK_OPERATIONS = (
     "getTask",
@@ -17,19 +18,26 @@ _TASK_OPERATIONS = (
     "listTaskRuns",
     "listUpcoming",
     "dryRunTask",
+    "backfillTask",
+    "explainOccurrence",
+    "getTaskHistory",
     "deleteTask",
 )
 _RUN_OPERATIONS = ("getRun", "cancelRun")
+_BACKFILL_OPERATIONS = ("getBackfill", "cancelBackfill")
 
-# operationId -> (status of the answer that carries the id, operations it links to).
-LINKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "createTask": ("201", _TASK_OPERATIONS),
-    "getTask": ("200", _TASK_OPERATIONS[1:]),
-    "updateTask": ("200", _TASK_OPERATIONS[:1] + _TASK_OPERATIONS[2:]),
-    "pauseTask": ("200", ("resumeTask", "getTask", "fireTask")),
-    "resumeTask": ("200", ("pauseTask", "getTask", "fireTask")),
-    "fireTask": ("202", _RUN_OPERATIONS),
-    "getRun": ("200", ("cancelRun",)),
+# operationId -> (status of the answer that carries the id, where in its body the id
+# is, operations it links to, each taking that id as its `id`).
+LINKS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "createTask": ("201", _ID_OF_THE_ANSWER, _TASK_OPERATIONS),
+    "getTask": ("200", _ID_OF_THE_ANSWER, _TASK_OPERATIONS[1:]),
+    "updateTask": ("200", _ID_OF_THE_ANSWER, _TASK_OPERATIONS[:1] + _TASK_OPERATIONS[2:]),
+    "pauseTask": ("200", _ID_OF_THE_ANSWER, ("resumeTask", "getTask", "fireTask")),
+    "resumeTask": ("200", _ID_OF_THE_ANSWER, ("pauseTask", "getTask", "fireTask")),
+    "fireTask": ("202", _ID_OF_THE_ANSWER, _RUN_OPERATIONS),
+    "getRun": ("200", _ID_OF_THE_ANSWER, ("cancelRun",)),
+    "backfillTask": ("202", "$response.body#/backfill_id", _BACKFILL_OPERATIONS),
+    "getBackfill": ("200", _ID_OF_THE_ANSWER, ("cancelBackfill",)),
 }
 
 
@@ -41,7 +49,7 @@ def add_links(document: dict[str, Any]) -> None:
         for operation in path_item.values()
         if isinstance(operation, dict) and "operationId" in operation
     }
-    for source, (status, targets) in LINKS.items():
+    for source, (status, expression, targets) in LINKS.items():
         response = operations.get(source, {}).get("responses", {}).get(status)
         if response is None:
             continue
@@ -50,7 +58,7 @@ def add_links(document: dict[str, Any]) -> None:
             if target in operations:
                 links.setdefault(
                     target[0].upper() + target[1:],
-                    {"operationId": target, "parameters": dict(_ID_OF_THE_ANSWER)},
+                    {"operationId": target, "parameters": {"id": expression}},
                 )
 
 

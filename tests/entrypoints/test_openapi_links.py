@@ -36,21 +36,50 @@ async def test_following_the_links_of_a_created_task_reaches_it_and_its_run(
             if link["operationId"] == "deleteTask":
                 continue
             expression = link["parameters"]["id"]
-            assert expression == "$response.body#/id"
-            url = re.sub(r"\{id\}", str(answer["id"]), path)
+            assert expression.startswith("$response.body#/")
+            value = answer[expression.removeprefix("$response.body#/")]
+            url = re.sub(r"\{id\}", str(value), path)
             reached[link["operationId"]] = (await client.request(method.upper(), url)).status_code
         return reached
 
     created = await client.post("/tasks", json=TASK_EXAMPLE)
     assert created.status_code == 201, created.text
     from_task = await follow("createTask", "201", created.json())
-    assert {"getTask", "pauseTask", "resumeTask", "fireTask", "listTaskRuns"} <= set(from_task)
-    assert all(status < 400 or op == "updateTask" for op, status in from_task.items()), from_task
+    assert {
+        "getTask",
+        "pauseTask",
+        "resumeTask",
+        "fireTask",
+        "listTaskRuns",
+        "backfillTask",
+        "explainOccurrence",
+        "getTaskHistory",
+    } <= set(from_task)
+    # Followed without a body or query, those that need one answer that they do.
+    needs_input = {"updateTask", "backfillTask", "explainOccurrence"}
+    assert all(status < 400 or op in needs_input for op, status in from_task.items()), from_task
+    assert from_task["getTaskHistory"] == 200
 
     fired = await client.post(f"/tasks/{created.json()['id']}/runs")
     from_run = await follow("fireTask", "202", fired.json())
     assert from_run["getRun"] == 200
     assert from_run["cancelRun"] in (202, 409)  # 409 once the run has finished
+
+    # A backfill leads to itself and its cancel.
+    task_id = created.json()["id"]
+    paused = (await client.post(f"/tasks/{task_id}/pause")).json()
+    assert paused["enabled"] is False  # "allow_all" backfills a paused task too
+    made = await client.post(
+        f"/tasks/{task_id}/backfill",
+        json={
+            "start": "2026-01-01T00:00:00Z",
+            "end": "2026-01-03T00:00:00Z",
+            "overlap": "allow_all",
+        },
+    )
+    assert made.status_code == 202, made.text
+    from_backfill = await follow("backfillTask", "202", made.json())
+    assert from_backfill == {"getBackfill": 200, "cancelBackfill": 202}
 
 
 async def test_no_one_of_offers_both_integer_and_number(client: Client) -> None:
