@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 
 from domain._wallclock import ONE_SECOND, UTC, Reading, instant, require_aware, zone
 from domain.calendars import Calendar, CalendarRef, calendar_for
+from domain.instants import truncate
 
 ROLLED = "rolled"
 MONTH_CLAMPED = "month_clamped"
@@ -137,11 +138,9 @@ def annotate(
 
 def window(schedule: Schedule, after: datetime) -> tuple[datetime, datetime | None]:
     """The instant fire times must be strictly later than, and the inclusive end."""
-    if after.tzinfo is UTC:  # the common case (stores and clocks hand out UTC): cheaper
-        floor = after.replace(microsecond=0)
-    else:
+    if after.tzinfo is not UTC:  # UTC, what stores and clocks hand out, is aware
         require_aware(after)
-        floor = after.astimezone(UTC).replace(microsecond=0)
+    floor = truncate(after)
     start, end = schedule.bounds()
     tz = zone(schedule.timezone)
     if start is not None:

@@ -239,8 +239,10 @@ class HttpExecutor:
                 authorization = await self._authorization(credentials, timeout)
                 client = self._http()
                 assert self._transport is not None
-                calls = call_headers(request.own, credentials.headers, authorization)
-                head = self._heads.get(client.headers, request, calls)
+                head, calls = None, []
+                if request.fixed is not None:  # a plain target: its head may be cached
+                    calls = call_headers(request.own, credentials.headers, authorization)
+                    head = self._heads.get(client.headers, request, calls)
                 if head is not None:
                     answer = await self._send_cached(
                         head, request, calls, timeout, limit, credentials

@@ -99,13 +99,19 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def _window(limit: int, secrets: list[str]) -> int:
+    """How much of a body to read: `limit` bytes and enough past it that a secret
+    crossing the cut is still recognised."""
+    return limit + max((len(s.encode()) for s in secrets), default=0)
+
+
 async def read_excerpt(body: AsyncIterable[bytes], limit: int, secrets: Iterable[str]) -> str:
     """The first `limit` bytes of `body` (decoded as sent: without a Content-Encoding,
     or by `httpx.Response.aiter_bytes`), decoded leniently (UTF-8, bad bytes and NUL
     replaced, since PostgreSQL text holds no NUL), with secrets scrubbed. Reads only a
     little past `limit`: enough that a secret crossing the cut is still recognised."""
     secrets = [s for s in secrets if s]
-    window = limit + max((len(s.encode()) for s in secrets), default=0)
+    window = _window(limit, secrets)
     data = bytearray()
     if window:
         async for chunk in body:
@@ -118,7 +124,6 @@ async def read_excerpt(body: AsyncIterable[bytes], limit: int, secrets: Iterable
 def excerpt(body: bytes, limit: int, secrets: Iterable[str]) -> str:
     """`read_excerpt` of a body at hand."""
     secrets = [s for s in secrets if s]
-    window = limit + max((len(s.encode()) for s in secrets), default=0)
-    text = scrub(body[:window].decode("utf-8", errors="replace"), secrets)
+    text = scrub(body[: _window(limit, secrets)].decode("utf-8", errors="replace"), secrets)
     text = text.encode("utf-8")[:limit].decode("utf-8", errors="replace")
     return text.replace("\x00", "\ufffd")

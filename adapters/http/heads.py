@@ -72,7 +72,7 @@ class Heads:
         fixed = request.fixed
         if fixed is None:
             return None
-        has_body = request.body is not None or request.content is not None
+        has_body = request.has_body
         names = tuple(name for name, _ in calls)
         key = (request.method, request.url, tuple(fixed.items()), names, has_body)
         heads = self._heads

@@ -34,6 +34,10 @@ class PreparedRequest:
     fixed: dict[str, str] | None = None
     own: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def has_body(self) -> bool:
+        return self.body is not None or self.content is not None
+
 
 class _NoCookies(httpx.Cookies):
     """A cookie jar that keeps nothing and adds nothing."""
@@ -187,8 +191,9 @@ def build_request(
     made already, sent as is. `sign`'s headers (Standard Webhooks) come last, signing
     the body as sent."""
     url = parse_url(request.url)
-    has_body = request.body is not None or request.content is not None
-    merged, length, json_type = arrange(client.headers.raw, request.method, url, headers, has_body)
+    merged, length, json_type = arrange(
+        client.headers.raw, request.method, url, headers, request.has_body
+    )
     content = body_bytes(request)
     if length:
         merged.append((b"Content-Length", str(len(content)).encode("ascii")))

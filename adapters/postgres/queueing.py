@@ -23,6 +23,7 @@ from adapters.postgres.slots import (
     SlotRead,
     SlotWrites,
     cancel_queues,
+    count_leases,
     lock_leases,
     read_slots,
     refill,
@@ -93,11 +94,8 @@ class Queues:
         await lock_leases(conn, self._q, self._schema, [*calling, *(t.id for t, _ in queueing)])
         reads = await read_slots(conn, self._q, queueing, now)
         if calling:
-            params = {"task_ids": calling, "now": now}
-            # Planned each time (queries.sql, count_leases): never a stale generic plan.
-            cur = await conn.execute(self._q["count_leases"], params, prepare=False)
             limits = {task.id: task.max_running_instances for task, _ in decided}
-            for task_id, count in await cur.fetchall():
+            for task_id, count in (await count_leases(conn, self._q, calling, now)).items():
                 reads[task_id] = SlotRead(Slots(limits[task_id], count), [], [])
         return reads
 

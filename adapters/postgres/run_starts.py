@@ -13,10 +13,16 @@ from psycopg.rows import dict_row
 from pydantic import ValidationError
 
 from adapters.postgres.calendars import claim_calendars
-from adapters.postgres.claiming import ClaimBatch, lease_lock_key, manual_run_params
+from adapters.postgres.claiming import ClaimBatch, manual_run_params
 from adapters.postgres.events import write_events
 from adapters.postgres.rows import to_task
-from adapters.postgres.slots import SlotRead, SlotWrites, place_claim
+from adapters.postgres.slots import (
+    SlotRead,
+    SlotWrites,
+    count_leases,
+    lock_leases,
+    place_claim,
+)
 from adapters.postgres.transactions import PostgresStoreBase, Row
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status
 from domain.errors import TaskNotFound
@@ -79,12 +85,8 @@ class RunStarts(PostgresStoreBase):
         snapshot is taken once every lock is held."""
         if not task_ids:
             return {}
-        keys = sorted({lease_lock_key(self.schema, task_id) for task_id in task_ids})
-        await conn.execute(self._q["lock_leases"], {"keys": keys})
-        params = {"task_ids": task_ids, "now": now}
-        # Planned each time (queries.sql, count_leases): never a stale generic plan.
-        cur = await conn.execute(self._q["count_leases"], params, prepare=False)
-        return {task_id: count for task_id, count in await cur.fetchall()}
+        await lock_leases(conn, self._q, self.schema, task_ids)
+        return await count_leases(conn, self._q, task_ids, now)
 
     async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
         async with self._transaction() as conn:

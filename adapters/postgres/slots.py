@@ -59,6 +59,18 @@ async def lock_leases(
         await conn.execute(q["lock_leases"], {"keys": keys})
 
 
+async def count_leases(
+    conn: AsyncConnection[Any], q: dict[str, bytes], task_ids: list[UUID], now: datetime
+) -> dict[UUID, int]:
+    """The unexpired leases of these tasks (those with none left out), counted in a
+    statement of its own once their lease locks are held (`lock_leases`), so that its
+    snapshot sees every lease committed before. Planned at each call, never prepared:
+    queries.sql, count_leases, says why."""
+    params = {"task_ids": task_ids, "now": now}
+    cur = await conn.execute(q["count_leases"], params, prepare=False)
+    return {task_id: count for task_id, count in await cur.fetchall()}
+
+
 async def read_slots(
     conn: AsyncConnection[Any],
     q: dict[str, bytes],
