@@ -16,11 +16,12 @@ from uuid import UUID
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic_core import PydanticCustomError
 
+from domain.names import NAME_PATTERN, NOT_AN_ID, reads_as_id
+
 MAX_DATES = 10_000
 # How far a roll looks for a date that is not in the calendar (docs/triggers.md).
 ROLL_LIMIT_DAYS = 366
 WEEKDAY_NAMES = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")  # date.weekday() order
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
 # How many answers a calendar keeps (`_DateIndex`): a few decades of dates, bounded so
 # that a long-lived calendar asked about ever more dates stays small.
 _INDEX_LIMIT = 20_000
@@ -96,6 +97,21 @@ class Calendar(BaseModel):
                 f"at most {MAX_DATES:,} dates, got {len(value):,}",
             )
         return value
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_id(cls, value: str) -> str:
+        # Only a calendar as a client sends it (a stored one was checked when written).
+        if cls is Calendar and reads_as_id(value):
+            raise ValueError(NOT_AN_ID)
+        return value
+
+    @field_validator("dates", "yearly", "weekdays")
+    @classmethod
+    def _each_once(cls, value: tuple[Any, ...]) -> tuple[Any, ...]:
+        # A calendar is a set of dates: a repeat (also "mon" beside "MON") says nothing
+        # more, and is kept once, where it first came.
+        return tuple(dict.fromkeys(value))
 
     def model_post_init(self, context: Any, /) -> None:
         self._index = _DateIndex(

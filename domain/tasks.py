@@ -22,11 +22,11 @@ from pydantic import (
     model_validator,
 )
 
+from domain.names import NAME_PATTERN, NOT_AN_ID, reads_as_id
 from domain.retention import MAX_HISTORY_LIMIT
 from domain.triggers import Trigger
 from domain.validation import NUL_MESSAGE, nul_at
 
-NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
 TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 # Environment variable names as POSIX shells accept them.
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
@@ -41,6 +41,7 @@ RESERVED_HEADERS = frozenset(
         "content-length",
         "host",
         "transfer-encoding",
+        "user-agent",  # imbi-scheduler/<version> on every call (docs/api.md)
         # Standard Webhooks signature headers, set when SCHEDULER_SIGNING_SECRET is.
         "webhook-id",
         "webhook-timestamp",
@@ -160,6 +161,9 @@ def check_http_url(value: str) -> str:
         raise ValueError("must be an http or https URL")
     if not parts.hostname:
         raise ValueError("must name a host")
+    if parts.username is not None or parts.password is not None:
+        # They would be sent as an Authorization header and kept in the clear.
+        raise ValueError("must not carry credentials (user:password@): use auth")
     try:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
@@ -203,10 +207,26 @@ class HttpTarget(_Model):
     def _headers(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         if read_back(info):
             return value
+        seen: set[str] = set()
         for name, header in value.items():
             check_header_name(name)
+            lower = name.lower()
+            if lower in seen:
+                raise ValueError(f"{name!r} is named twice (header names ignore case)")
+            seen.add(lower)
             if "\r" in header or "\n" in header:
                 raise ValueError(f"the value of {name!r} contains a line break")
+        return value
+
+    @field_validator("auth")
+    @classmethod
+    def _authorization_once(cls, value: Auth, info: ValidationInfo) -> Auth:
+        # An auth sets Authorization itself: which of the two would be sent?
+        if read_back(info) or isinstance(value, NoAuth):
+            return value
+        for name in info.data.get("headers", {}):
+            if name.lower() == "authorization":
+                raise ValueError(f"sets Authorization, which headers also set ({name!r})")
         return value
 
     @field_validator("headers_env")
@@ -284,6 +304,16 @@ class TaskSpec(_Model):
         le=MAX_HISTORY_LIMIT,
         description="keep the newest N finished runs of this task; null: only the age limit",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_id(cls, value: str) -> str:
+        # In a task path `{id}` is an id or a name, the id first: a name that reads as
+        # an id would name a task no path reaches. Only a spec is checked (a stored
+        # task's name was checked when it was written).
+        if cls is TaskSpec and reads_as_id(value):
+            raise ValueError(NOT_AN_ID)
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -9,7 +9,8 @@ import gzip
 
 from adapters.http import HttpExecutor
 from domain.runs import RunStatus
-from tests.adapters.http.builders import call_once
+from domain.tasks import STORED, HttpTarget
+from tests.adapters.http.builders import call_once, http_task, make_run
 from tests.fixtures.target import RecordingTarget, Response
 
 
@@ -25,12 +26,17 @@ async def test_a_compressed_answer_is_excerpted_decoded(
     assert outcome.response_excerpt == '{"report": "done"}'
 
 
-async def test_a_url_with_user_and_password_is_called_with_basic_auth(
+async def test_a_stored_url_with_user_and_password_is_called_with_basic_auth(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
+    # A target is no longer written with credentials in its URL (they would be kept
+    # and shown in the clear: a 422, tests/domain/test_task_targets.py); one stored
+    # before that rule is still called as it was.
     url = recording_target.url("/").replace("http://", "http://reporter:s3cret@")
+    target = HttpTarget.model_validate({"url": url}, context=STORED)
+    task = http_task(recording_target.url("/")).model_copy(update={"target": target})
 
-    outcome = await call_once(executor, url)
+    outcome = await executor.execute(task, make_run(task), None)
 
     [request] = recording_target.received()
     token = base64.b64encode(b"reporter:s3cret").decode()

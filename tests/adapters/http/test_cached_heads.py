@@ -30,7 +30,7 @@ def retargeted(task: Task, url: str, **target: Any) -> Task:
         pytest.param(
             {
                 "method": "PUT",
-                "headers": {"Accept": "text/plain", "User-Agent": "mine", "X-Team": "data"},
+                "headers": {"Accept": "text/plain", "X-Team": "data"},
                 "body": "text",
             },
             id="client-headers-replaced",

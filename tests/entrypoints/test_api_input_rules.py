@@ -1,0 +1,146 @@
+"""Inputs that once slipped through or broke an answer (an outside audit, 2026-12-03):
+each is now a 422 naming the field, with nothing written, on both stores; and a
+trigger's own instants are answered as every instant is, in UTC and whole seconds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.helpers import cron_task, fields_of
+
+Client = AsyncTestClient[Any]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        pytest.param(
+            {"target": {"url": "http://alice:pw-in-url@127.0.0.1:9/"}},
+            "target.url",
+            "credentials",
+            id="credentials-in-the-url",
+        ),
+        pytest.param(
+            {"target": {"url": "http://127.0.0.1:9/", "headers": {"User-Agent": "mine"}}},
+            "target.headers",
+            "set by the scheduler",
+            id="user-agent",
+        ),
+        pytest.param(
+            {"target": {"url": "http://127.0.0.1:9/", "headers": {"X-A": "1", "x-a": "2"}}},
+            "target.headers",
+            "named twice",
+            id="a-header-twice",
+        ),
+        pytest.param(
+            {
+                "target": {
+                    "url": "http://127.0.0.1:9/",
+                    "headers": {"Authorization": "Bearer literal"},
+                    "auth": {"type": "bearer", "token_env": "SOME_TOKEN"},
+                }
+            },
+            "target.auth",
+            "Authorization",
+            id="authorization-and-auth",
+        ),
+        pytest.param({"name": str(uuid4())}, "name", "read as an id", id="a-name-that-reads-as-an-id"),
+        pytest.param(
+            {"name": uuid4().hex}, "name", "read as an id", id="a-name-that-reads-as-an-id-unhyphenated"
+        ),
+    ],
+)
+async def test_a_task_that_would_not_do_what_it_says_is_refused(
+    api: Client, change: dict[str, Any], field: str, words: str
+) -> None:
+    body = cron_task("http://127.0.0.1:9/") | change
+
+    created = await api.post("/tasks", json=body)
+    put = await api.put(f"/tasks/{body['name']}", json=body)
+
+    for answer in (created, put):
+        assert fields_of(answer) == [field]
+        assert words in answer.json()["errors"][0]["message"]
+        assert "pw-in-url" not in answer.text
+    assert (await api.get("/tasks")).json()["items"] == []
+
+
+async def test_a_name_that_reads_as_an_id_cannot_be_given_by_a_rename(api: Client) -> None:
+    created = (await api.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).json()
+
+    renamed = await api.patch(f"/tasks/{created['id']}", json={"name": created["id"]})
+
+    assert fields_of(renamed) == ["name"]
+    assert (await api.get(f"/tasks/{created['id']}")).json()["name"] == "nightly-report"
+
+
+async def test_trigger_instants_are_answered_in_utc_whole_seconds(api: Client) -> None:
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "timezone": "Asia/Kolkata",
+        "start_at": "2027-01-01T00:00:00+05:30",
+        "end_at": "2028-01-01T00:00:00.999+05:30",
+    }
+    one_shot = {"kind": "one_shot", "run_at": "2027-06-01T12:00:00.5+02:00"}
+    # A naive wall time is the trigger's timezone's reading: it stays as written.
+    interval = {"kind": "interval", "every": 60, "anchor": "2027-01-01T08:00:00"}
+
+    answers = [
+        (await api.post("/tasks", json=cron_task("http://127.0.0.1:9/", name=name, trigger=t)))
+        for name, t in (("bounded", trigger), ("once", one_shot), ("naive", interval))
+    ]
+
+    assert [answer.status_code for answer in answers] == [201, 201, 201]
+    bounded, once, naive = (answer.json()["trigger"] for answer in answers)
+    assert (bounded["start_at"], bounded["end_at"]) == (
+        "2026-12-31T18:30:00Z",
+        "2027-12-31T18:30:00Z",
+    )
+    assert once["run_at"] == "2027-06-01T10:00:00Z"
+    assert naive["anchor"] == "2027-01-01T08:00:00"
+    # The same instants, so the same fire times as written.
+    upcoming = (await api.get("/tasks/bounded/upcoming", params={"count": 1})).json()
+    assert upcoming["fire_times"] == ["2027-01-01T03:30:00Z"]
+
+
+async def test_an_instant_without_an_offset_or_out_of_range_is_a_422(api: Client) -> None:
+    await api.post("/tasks", json=cron_task("http://127.0.0.1:9/"))
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    naive = await api.get("/tasks/nightly-report/explain", params={"at": "2026-12-03T00:00:00"})
+    ancient = await api.post(
+        "/tasks/nightly-report/backfill",
+        json={"start": "0001-01-01T00:00:00Z", "end": yesterday, "dry_run": True},
+    )
+
+    assert fields_of(naive) == ["at"]
+    assert fields_of(ancient) == ["start"]
+    assert (await api.get("/runs")).json()["items"] == []
+
+
+async def test_a_calendar_is_a_set_and_its_name_never_reads_as_an_id(api: Client) -> None:
+    body = {
+        "name": "closed",
+        "dates": ["2026-12-31", "2026-12-31"],
+        "yearly": ["01-01", "01-01"],
+        "weekdays": ["sat", "SAT"],
+    }
+
+    created = await api.post("/calendars", json=body)
+    named_as_id = await api.post("/calendars", json={"name": str(uuid4())})
+
+    assert created.status_code == 201, created.text
+    calendar = created.json()
+    assert (calendar["dates"], calendar["yearly"], calendar["weekdays"]) == (
+        ["2026-12-31"],
+        ["01-01"],
+        ["SAT"],
+    )
+    assert fields_of(named_as_id) == ["name"]
+    assert [c["name"] for c in (await api.get("/calendars")).json()["items"]] == ["closed"]
