@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID, uuid4
 
+from application.bounds import in_range
 from application.calendar_store import CalendarStore
 from application.calendars import calendars_for
 from application.ports import Clock, RunDispatcher
@@ -20,7 +21,7 @@ from domain.backfills import (
     backfill_fire_times,
     check_overlap,
 )
-from domain.errors import BackfillNotFound, InvalidRequest
+from domain.errors import BackfillNotFound
 from domain.instants import truncate
 from domain.tasks import Task
 
@@ -87,7 +88,7 @@ class BackfillService:
         InvalidRequest (nothing written)."""
         task = await self._lookup(ref)
         now = truncate(self._clock.now())
-        start, end = _whole("start", request.start), _whole("end", request.end)
+        start, end = in_range("start", request.start), in_range("end", request.end)
         calendars = None
         if self._calendar_store is not None:
             calendars = await calendars_for(self._calendar_store, task.trigger, strict=False)
@@ -122,10 +123,3 @@ def _backfill_id(ref: str) -> UUID:
         return UUID(ref)
     except ValueError:
         raise BackfillNotFound(ref) from None
-
-
-def _whole(field: str, instant: datetime) -> datetime:
-    try:
-        return truncate(instant)
-    except OverflowError:
-        raise InvalidRequest(field, "is out of range once read in UTC") from None

@@ -23,8 +23,11 @@ def check_count(count: int) -> None:
 
 
 def in_range(field: str, instant: datetime) -> datetime:
-    """`instant` in whole UTC seconds. Raises InvalidRequest naming `field` when its UTC
-    reading falls outside the years datetime can hold (year 1 with a positive offset)."""
+    """`instant` in whole UTC seconds. Raises InvalidRequest naming `field` when it has
+    no UTC offset, or when its UTC reading falls outside the years datetime can hold
+    (year 1 with a positive offset)."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise InvalidRequest(field, "must carry a UTC offset (e.g. Z or +01:00)")
     try:
         return truncate(instant)
     except OverflowError:

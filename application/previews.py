@@ -48,8 +48,6 @@ def preview_trigger(
             "trigger.calendar.name",
             f"no calendar named {ref.name!r}; give it in calendars to preview it",
         )
-    if after is not None and after.tzinfo is None:
-        raise InvalidRequest("after", "must carry a UTC offset")
     start = in_range("after", after) if after is not None else truncate(clock.now())
     trigger = complete_trigger(trigger, start)
     floor = start if after is not None else start - SECOND

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
@@ -25,6 +25,8 @@ from domain.tasks import EventType, Task
 from domain.triggers import Calendars, fire_times
 
 MAX_BACKFILL = 1_000
+# A backfill re-runs occurrences of the past; none is older than the Unix epoch.
+EARLIEST_BACKFILL = datetime(1970, 1, 1, tzinfo=UTC)
 
 # "buffer_all": the runs wait in the task's queue and take its slots one by one;
 # "allow_all": each starts at once, beside every other run of the task.
@@ -50,6 +52,8 @@ def backfill_fire_times(
 
     Raises InvalidRequest naming the field: a reversed range (`end`), a range reaching
     past `now` (`end`), more than MAX_BACKFILL fire times (`end`)."""
+    if start < EARLIEST_BACKFILL:
+        raise InvalidRequest("start", "must not be before 1970-01-01T00:00:00Z")
     if end < start:
         raise InvalidRequest("end", "must not be before start")
     if end > now:

@@ -3,7 +3,7 @@ an instant that stays in range however it is read, and the DST policy."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -29,7 +29,12 @@ def _in_range(value: datetime) -> datetime:
             f"{value.isoformat()} is out of range: it must read as an instant between "
             "years 0001 and 9999 in UTC, with two days to spare",
         )
-    return value
+    # Kept as used (docs/triggers.md, "Truncation"): whole seconds, and an aware instant
+    # in UTC, so that it is answered as every other instant is. A naive wall time keeps
+    # its reading in the trigger's timezone.
+    if value.tzinfo is None or value.utcoffset() is None:
+        return value.replace(microsecond=0)
+    return value.astimezone(UTC).replace(microsecond=0)
 
 
 # A trigger's instants (`run_at`, bounds, anchor): every reading of them stays in range.

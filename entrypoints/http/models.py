@@ -25,7 +25,10 @@ from domain.triggers import Trigger
 
 
 def _utc(value: datetime) -> datetime:
-    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    # Every instant an answer gives is in UTC and whole seconds (docs/api.md, "Times"),
+    # also those kept to the microsecond (an event's delivery times).
+    utc = value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return utc.replace(microsecond=0)
 
 
 UtcDatetime = Annotated[datetime, AfterValidator(_utc)]

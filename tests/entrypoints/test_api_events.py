@@ -5,6 +5,7 @@ patched), events delivered signed to a real local receiver by the running servic
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -177,6 +178,9 @@ async def test_an_event_the_receiver_refuses_stays_pending_for_a_retry(
     pending = await eventually(lambda: _attempted(signed_client))
     assert pending["http_status"] == 503 and pending["last_error"]
     assert pending["next_attempt_at"] is not None
+    # Kept to the microsecond, answered as every instant is: UTC, whole seconds.
+    for name in ("created_at", "next_attempt_at", "deadline"):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", pending[name]), pending
     metrics = (await signed_client.get("/metrics")).text
     assert 'scheduler_events_total{outcome="retried",type="run.failed"} 1.0' in metrics
 
