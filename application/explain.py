@@ -18,6 +18,7 @@ from domain.errors import InvalidRequest
 from domain.explain import (
     Explanation,
     backfilled,
+    folded_into,
     from_runs,
     latest_fire_at_or_before,
     not_scheduled,
@@ -25,10 +26,11 @@ from domain.explain import (
     paused_detail,
     spec_of,
     stamp,
+    unscheduled_by,
 )
 from domain.history import TaskVersion
 from domain.runs import Run
-from domain.tasks import Task
+from domain.tasks import Task, TaskSpec
 
 # The instants explain looks around: a scheduler has nothing to say before the Unix
 # epoch, and near the ends of datetime's range the search for an occurrence overflows.
@@ -74,8 +76,10 @@ async def explain(
     then = await store.task_version_at(task_id, occurrence)
     spec_then = None if then is None else spec_of(then)
     if then is None or (spec_then is not None and not spec_then.enabled):
-        # Not scheduled then; but a backfill may have run the occurrence since.
-        made = backfilled(await _runs(store, _at(task_id, occurrence)))
+        # Not scheduled then; but a backfill may have run the occurrence since, or it
+        # was claimed before a pause in its own second.
+        at_it = await _runs(store, _at(task_id, occurrence))
+        made = [run for run in at_it if not run.manual] or backfilled(at_it)
         if made:
             return from_runs(occurrence, made, None, spec, [], in_force.version)
         if then is None:
@@ -87,12 +91,19 @@ async def explain(
         return not_scheduled(occurrence, f"{stamp(occurrence)} is not due yet", in_force)
     runs = await _runs(store, _at(task_id, occurrence))
     later = None
-    if not runs:
+    if not runs and spec_then is not None:
+        before = await _previous_version(store, task_id, then)
+        calendars_then = await calendars_for(store, spec_then.trigger, strict=False)
+        why = unscheduled_by(then, before, occurrence, spec_then.trigger, calendars_then)
+        if why is not None:
+            return not_scheduled(occurrence, why, then)
         window = RunFilter(
             task_id=task_id, since=occurrence + timedelta(seconds=1), until=occurrence + FOLD_WINDOW
         )
         after = [r for r in await _runs(store, window) if not r.manual]
         later = after[-1] if after else None  # newest first: the last is the next one
+        if later is not None and not folded_into(spec.trigger, occurrence, later, calendars):
+            later = None
     in_flight = await _in_flight(store, task_id, runs[0]) if runs else []
     return from_runs(occurrence, runs, later, spec, in_flight, in_force.version)
 
@@ -133,6 +144,17 @@ async def _in_flight(store: TaskStore, task_id: UUID, run: Run) -> list[Run]:
         and r.started_at <= run.claimed_at
         and (r.finished_at is None or r.finished_at > run.claimed_at)
     ]
+
+
+async def _previous_version(
+    store: TaskStore, task_id: UUID, version: TaskVersion
+) -> TaskSpec | None:
+    """The task as the version before `version` left it (None: none, or deleted)."""
+    if version.version <= 1:
+        return None
+    older = await store.task_history(task_id, None, 1000)  # newest first
+    before = [v for v in older if v.version < version.version]
+    return spec_of(before[0]) if before else None
 
 
 async def _next_version(

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from domain.claims import first_fire_at_or_after
 from domain.history import TaskVersion
 from domain.runs import Run, RunStatus
 from domain.tasks import TaskSpec
-from domain.triggers import Calendars, Trigger
+from domain.triggers import Calendars, Trigger, fire_times
 
 SECOND = timedelta(seconds=1)
 # How far back the search for the occurrence at or before an instant looks: further
@@ -101,6 +102,46 @@ def spec_of(version: TaskVersion) -> TaskSpec | None:
     return None if version.state is None else TaskSpec.model_validate(version.state)
 
 
+def folded_into(
+    trigger: Trigger, occurrence: datetime, run: Run, calendars: Calendars = None
+) -> bool:
+    """Whether `run`, the next run after `occurrence`, stood for it: a run stands for
+    its own occurrence and the `coalesced - 1` fire times just before it."""
+    if run.coalesced <= 1:
+        return False
+    following = fire_times(trigger, occurrence - SECOND, run.coalesced, calendars)
+    return sum(1 for at in following if at < run.scheduled_for) <= run.coalesced - 1
+
+
+def unscheduled_by(
+    then: TaskVersion,
+    before: TaskSpec | None,
+    occurrence: datetime,
+    trigger_then: Trigger,
+    calendars: Calendars = None,
+) -> str | None:
+    """Why `then`, the version in force at `occurrence`, never scheduled it, if it did
+    not: its trigger had no fire time then (the trigger asked about came later), or
+    `then` resumed the task or changed its trigger in that very second, when the
+    schedule it replaced (`before`'s) fired in it, so planning started at the next
+    second (domain.claims.rescheduled). None when it was scheduled."""
+    if first_fire_at_or_after(trigger_then, occurrence, calendars) != occurrence:
+        return (
+            f"the trigger in force at {stamp(occurrence)} (version {then.version}) "
+            "had no fire time then"
+        )
+    replanned = "enabled" in then.changes or "trigger" in then.changes
+    if then.at != occurrence or before is None or not replanned:
+        return None
+    if first_fire_at_or_after(before.trigger, occurrence, calendars) != occurrence:
+        return None
+    what = "resumed" if "enabled" in then.changes else "given a new trigger"
+    return (
+        f"the task was {what} at {stamp(then.at)} by {_actor(then)}, in a second its "
+        "schedule fired in, so its schedule started at the next second"
+    )
+
+
 def not_scheduled(
     occurrence: datetime | None, detail: str, version: TaskVersion | None
 ) -> Explanation:
@@ -136,9 +177,7 @@ def from_runs(
             return Explanation(
                 occurrence,
                 Verdict.MISSED,
-                f"missed: folded into missed run {later.id} for {stamp(later.scheduled_for)}, "
-                f"claimed {_late(later)} s after it, past the "
-                f"{spec.misfire_grace_seconds} s grace",
+                f"missed: folded into missed run {later.id}, {_missed_why(later, spec)}",
                 [later],
                 version,
             )
@@ -181,6 +220,19 @@ def _late(run: Run) -> int:
     return int((run.claimed_at - run.scheduled_for).total_seconds())
 
 
+def _missed_why(run: Run, spec: TaskSpec) -> str:
+    """Why a MISSED run was not called: claimed past the grace, or (within it) one of
+    the oldest of a `catch_up: "all"` backlog longer than `max_catch_up`."""
+    late = f"claimed {_late(run)} s after {stamp(run.scheduled_for)}"
+    grace = spec.misfire_grace_seconds
+    if grace is not None and _late(run) > grace:
+        return f"{late}, past the {grace} s grace"
+    return (
+        f"{late}, older than the newest max_catch_up = {spec.max_catch_up} occurrences "
+        f"of the backlog (catch_up {spec.catch_up})"
+    )
+
+
 def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, str]:
     status = run.status
     if status is RunStatus.SUCCEEDED:
@@ -190,10 +242,7 @@ def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, st
     if status is RunStatus.FAILED:
         return Verdict.FAILED, f"failed: run {run.id} failed: {run.error}"
     if status is RunStatus.MISSED:
-        return Verdict.MISSED, (
-            f"missed: claimed {_late(run)} s after {stamp(run.scheduled_for)}, past the "
-            f"{spec.misfire_grace_seconds} s grace"
-        )
+        return Verdict.MISSED, f"missed: {_missed_why(run, spec)}"
     if status is RunStatus.SKIPPED:
         limit = spec.max_running_instances
         holders = ", ".join(str(r.id) for r in in_flight) or "runs of this task"

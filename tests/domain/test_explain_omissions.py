@@ -4,10 +4,12 @@ that computes fire times."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 from domain.calendars import Calendar
-from domain.explain import Verdict, latest_fire_at_or_before, omitted_occurrence
+from domain.explain import Verdict, folded_into, latest_fire_at_or_before, omitted_occurrence
+from domain.runs import Run, RunStatus
 from domain.triggers import TRIGGER_ADAPTER
 
 HOLIDAYS = Calendar(name="holidays", dates=["2026-12-25"])
@@ -69,3 +71,25 @@ def test_a_fired_occurrence_or_a_shifted_gap_has_no_omission() -> None:
 
     assert fired == datetime(2026, 3, 8, 7, 30, tzinfo=UTC)  # 03:30 EDT, shifted
     assert answer is None
+
+
+def test_a_later_run_stood_only_for_the_occurrences_it_folded() -> None:
+    minutely = TRIGGER_ADAPTER.validate_python({"kind": "cron", "expression": "* * * * *"})
+    t0 = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)
+    minute = timedelta(minutes=1)
+
+    def run_for(at: datetime, coalesced: int) -> Run:
+        return Run(
+            id=uuid4(),
+            task_id=uuid4(),
+            scheduled_for=at,
+            coalesced=coalesced,
+            claimed_at=at,
+            status=RunStatus.RUNNING,
+            replica="test:1",
+        )
+
+    # A run at 12:03 that folded 3 occurrences stood for 12:01, 12:02 and itself.
+    assert folded_into(minutely, t0 + minute, run_for(t0 + 3 * minute, 3))
+    assert not folded_into(minutely, t0, run_for(t0 + 3 * minute, 3))
+    assert not folded_into(minutely, t0 + 2 * minute, run_for(t0 + 3 * minute, 1))

@@ -1,0 +1,113 @@
+"""`explain` where a change and an occurrence share a second, where the next run did not
+fold the occurrence, and where a run was missed for `max_catch_up` rather than the grace
+(found by an outside audit, 2026-12-03). In-memory store, fake clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from adapters.clock import FakeClock
+from adapters.memory import InMemoryTaskStore
+from application.scheduling import SchedulingService
+from domain.explain import Verdict
+from domain.runs import RunStatus
+from tests.application.test_explain import MINUTELY, REPLICA, succeeded
+from tests.application.test_scheduling import T0
+from tests.application.test_scheduling import clock as clock  # fixtures
+from tests.application.test_scheduling import service as service
+from tests.fixtures.runs import finish_one
+from tests.fixtures.tasks import task_spec
+
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+
+
+async def test_a_resume_in_a_fire_second_did_not_schedule_that_second(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(task_spec(**MINUTELY))
+    clock.set(T0 + 10 * SECOND)
+    await service.pause_task("minutely", actor="ops")
+    clock.set(T0 + 2 * MINUTE)  # a fire time of the minutely schedule
+    resumed = await service.resume_task("minutely", actor="ops")
+    assert resumed.next_fire_at == T0 + 3 * MINUTE
+    [claimed] = await memory_store.claim_due(T0 + 3 * MINUTE, 10, REPLICA)
+    clock.set(T0 + 4 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + 2 * MINUTE + 30 * SECOND)
+
+    assert (answer.occurrence, answer.verdict, answer.runs) == (
+        T0 + 2 * MINUTE,
+        Verdict.NOT_SCHEDULED,
+        [],
+    )
+    assert answer.detail == (
+        "not scheduled: the task was resumed at 2026-03-07T12:02:00Z by token ops, in a "
+        "second its schedule fired in, so its schedule started at the next second"
+    )
+    # The run after it stood for itself only: it is not said to have folded it.
+    assert claimed.run.coalesced == 1
+
+
+async def test_an_occurrence_before_its_trigger_took_effect_was_not_scheduled(
+    service: SchedulingService, clock: FakeClock
+) -> None:
+    await service.create_task(task_spec(**MINUTELY))
+    clock.set(T0 + 10 * MINUTE + 30 * SECOND)
+    # Every 7 minutes from 12:00:30: 12:07:30 is one of its fire times, before the change,
+    # and none of the minutely trigger's then.
+    every_seven = {"kind": "interval", "every": 420, "anchor": (T0 + 30 * SECOND).isoformat()}
+    await service.update_task("minutely", {"trigger": every_seven}, actor="ops")
+    clock.set(T0 + 20 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + 10 * MINUTE + 30 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (
+        T0 + 7 * MINUTE + 30 * SECOND,
+        Verdict.NOT_SCHEDULED,
+    )
+    assert answer.detail == (
+        "not scheduled: the trigger in force at 2026-03-07T12:07:30Z (version 1) had no "
+        "fire time then"
+    )
+
+
+async def test_a_run_claimed_before_a_pause_in_its_own_second_ran(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(task_spec(**MINUTELY))
+    clock.set(T0 + MINUTE)
+    [claimed] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
+    await service.pause_task("minutely", actor="ops")  # the same second
+    await finish_one(memory_store, claimed.run.id, succeeded(T0 + MINUTE + SECOND))
+    clock.set(T0 + 5 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + MINUTE + 30 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0 + MINUTE, Verdict.RAN)
+    assert [run.id for run in answer.runs] == [claimed.run.id]
+
+
+async def test_a_run_missed_for_max_catch_up_says_so_not_the_grace(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    spec = task_spec(**MINUTELY, catch_up="all", max_catch_up=2, misfire_grace_seconds=600)
+    await service.create_task(spec)
+    claimed = await memory_store.claim_due(T0 + 4 * MINUTE, 10, REPLICA)
+    [missed] = [c.run for c in claimed if c.run.status is RunStatus.MISSED]
+    assert missed.coalesced == 3  # 12:00 to 12:02; 12:03 and 12:04 run
+    for each in claimed:
+        if each.run.status is RunStatus.RUNNING:
+            await finish_one(memory_store, each.run.id, succeeded(T0 + 4 * MINUTE))
+    clock.set(T0 + 10 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + 2 * MINUTE)
+    folded = await service.explain("minutely", T0)
+
+    assert (answer.verdict, answer.runs) == (Verdict.MISSED, [missed])
+    assert answer.detail == (
+        "missed: claimed 120 s after 2026-03-07T12:02:00Z, older than the newest "
+        "max_catch_up = 2 occurrences of the backlog (catch_up all)"
+    )
+    assert (folded.verdict, [run.id for run in folded.runs]) == (Verdict.MISSED, [missed.id])
+    assert folded.detail.startswith(f"missed: folded into missed run {missed.id}, claimed 120 s")
