@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
+from typing import IO
 
 import psycopg
 import pytest
@@ -198,6 +199,17 @@ def test_an_engine_adapter_that_is_not_installed_fails_at_start_clearly(
     assert "Traceback" not in err
 
 
+def started(stderr: IO[str]) -> list[str]:
+    """The lines `serve` logs up to "scheduler running": from then on it stops cleanly
+    on SIGTERM (before, the signal may find no handler yet and kill it)."""
+    lines: list[str] = []
+    while not lines or "scheduler running" not in lines[-1]:
+        line = stderr.readline()
+        assert line, "".join(lines)  # it exited before it started
+        lines.append(line)
+    return lines
+
+
 def test_the_apscheduler_engine_is_one_setting_away() -> None:
     pytest.importorskip("adapters.apscheduler", reason="the APScheduler adapter is not installed")
     with subprocess.Popen(
@@ -208,7 +220,7 @@ def test_the_apscheduler_engine_is_one_setting_away() -> None:
         text=True,
     ) as process:
         assert process.stderr is not None
-        lines = [process.stderr.readline() for _ in range(2)]
+        lines = started(process.stderr)
         process.terminate()
         rest = process.communicate(timeout=60)[1]
 
@@ -225,7 +237,7 @@ def test_serve_without_a_database_warns_that_nothing_persists() -> None:
         text=True,
     ) as process:
         assert process.stderr is not None
-        first = process.stderr.readline()
+        first = started(process.stderr)[0]
         process.terminate()
         rest = process.communicate(timeout=60)[1]
 
