@@ -19,10 +19,10 @@ from tests.adapters.test_backfill_contract import NOW, PAST, backfill, backfills
 from tests.adapters.test_overlap_contract import add, claim_at
 
 
-async def made_by(store: TaskStore, task: Task, **fields: object) -> Backfill:
+async def made_by(store: TaskStore, task: Task, *, actor: str | None = None) -> Backfill:
     span = (PAST[0] - SECOND, PAST[-1] + SECOND)
     return await backfills(store).backfill(
-        task.id, uuid4(), PAST, "buffer_all", True, NOW, REPLICA, False, span=span, **fields
+        task.id, uuid4(), PAST, "buffer_all", True, NOW, REPLICA, False, span=span, actor=actor
     )
 
 

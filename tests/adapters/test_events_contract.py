@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from application.ports import EventPageKey, EventStore, TaskStore
-from domain.events import CLAIM_LEASE, DELIVERY_WINDOW, Delivery, Event, EventStatus
+from domain.events import CLAIM_LEASE, DELIVERY_WINDOW, Delivery, Event, EventStatus, Outgoing
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import EventType, Notify
 from domain.triggers import IntervalTrigger
@@ -168,8 +168,8 @@ async def test_two_replicas_never_take_the_same_attempt(backend: Backend) -> Non
     await pending_events(stores[0], 30)
     now = T0 + MINUTE
 
-    async def drain(store: TaskStore) -> list[Event]:
-        taken: list[Event] = []
+    async def drain(store: TaskStore) -> list[Outgoing]:
+        taken: list[Outgoing] = []
         while batch := await outbox(store).claim_events(now, 4):
             taken += batch
         return taken

@@ -5,6 +5,7 @@ runs start, in order, when a slot frees."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -32,7 +33,7 @@ OTHER = "contract:2"
 STEP = 10 * SECOND
 
 
-async def add(store: TaskStore, overlap: str, **fields: object) -> Task:
+async def add(store: TaskStore, overlap: str, **fields: Any) -> Task:
     trigger = IntervalTrigger(every=10, anchor=T0)
     task = make_task(trigger, overlap=overlap, misfire_grace_seconds=None, **fields)
     return await store.create_task(task)

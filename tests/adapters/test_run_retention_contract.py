@@ -4,6 +4,8 @@ bounded batches, and runs not finished yet are never removed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from application.ports import TaskStore
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
@@ -15,7 +17,7 @@ from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task
 
 
-async def with_finished_runs(store: TaskStore, count: int, **fields: object) -> Task:
+async def with_finished_runs(store: TaskStore, count: int, **fields: Any) -> Task:
     """A task every 10 s whose first `count` occurrences ran and succeeded."""
     trigger = IntervalTrigger(every=10, anchor=T0)
     task = await store.create_task(make_task(trigger, misfire_grace_seconds=None, **fields))

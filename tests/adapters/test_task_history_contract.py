@@ -7,6 +7,7 @@ from __future__ import annotations
 from uuid import uuid4
 
 import pytest
+from pydantic import JsonValue
 
 from application.ports import TaskStore
 from domain.errors import VersionConflict
@@ -24,7 +25,9 @@ async def store(backend: Backend) -> TaskStore:
     return await backend.new_store()
 
 
-def summary(versions: list[TaskVersion]) -> list[tuple[int, str | None, str, dict]]:
+def summary(
+    versions: list[TaskVersion],
+) -> list[tuple[int, str | None, str, dict[str, tuple[JsonValue, JsonValue]]]]:
     return [(v.version, v.actor, v.cause.value, dict(v.changes)) for v in versions]
 
 
@@ -93,7 +96,9 @@ async def test_create_update_and_delete_are_versions_with_their_actor(store: Tas
     assert (await store.task_version_at(task.id, T0 - SECOND)) is None
     at_later = await store.task_version_at(task.id, later + 30 * SECOND)
     assert at_later is not None and at_later.version == 2
-    assert at_later.state is not None and at_later.state["trigger"]["expression"] == "5 * * * *"
+    assert at_later.state is not None
+    trigger = at_later.state["trigger"]
+    assert isinstance(trigger, dict) and trigger["expression"] == "5 * * * *"
     gone = await store.task_version_at(task.id, later + 3 * MINUTE)
     assert gone is not None and gone.state is None
     assert await store.task_history(uuid4(), None, 10) == []

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from uuid import uuid4
+from datetime import datetime
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -73,12 +74,12 @@ async def test_list_filters(store: TaskStore) -> None:
 
 async def test_list_pages_return_every_task_exactly_once(store: TaskStore) -> None:
     # Groups of tasks share a created_at, so the id breaks ties.
-    expected = []
+    expected: list[tuple[datetime, UUID]] = []
     for i in range(23):
         task = await store.create_task(make_task(now=T0 + (i // 4) * SECOND))
         expected.append((task.created_at, task.id))
     expected.sort()
-    seen = []
+    seen: list[tuple[datetime, UUID]] = []
     after = None
     while True:
         page = await store.list_tasks(TaskFilter(), after, 5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 from adapters.clock import FakeClock
@@ -63,7 +64,7 @@ async def test_outcomes_go_at_once_when_no_call_is_left(
     engines.append(engine)
     await engine.start()
     for task in tasks:
-        await eventually(lambda task=task: finished_runs(store, task), "the run", within=5)
+        await eventually(functools.partial(finished_runs, store, task), "the run", within=5)
     assert sum(counting.batches) == 3
 
 

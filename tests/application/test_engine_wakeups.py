@@ -11,12 +11,13 @@ import pytest
 
 from application.engine_runs import CANCEL_ERROR
 from domain.runs import RunStatus
-from tests.fixtures.cluster import SECOND, T0, Cluster, eventually, received
+from tests.fixtures.cluster import SECOND, T0, Cluster, received
 from tests.fixtures.cluster import cluster as cluster  # fixtures
 from tests.fixtures.cluster import engine_factory as engine_factory
 from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
+from tests.fixtures.waiting import eventually
 
 
 async def test_a_cancel_requested_while_the_owner_passes_stops_its_run(

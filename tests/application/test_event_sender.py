@@ -18,7 +18,8 @@ from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import Signer, parse_signing_secrets
 from adapters.memory.outbox import MemoryOutbox
 from application.events import EventSender, SenderSettings
-from domain.events import Destination, EventStatus, EventType, TaskRef, new_event
+from domain.events import Destination, EventStatus, TaskRef, new_event
+from domain.tasks import EventType
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.waiting import eventually
 
@@ -44,7 +45,7 @@ async def executor() -> AsyncIterator[HttpExecutor]:
 def outbox_with(clock: FakeClock, url: str, count: int = 1, **where: object) -> MemoryOutbox:
     """An outbox holding `count` run.missed events due now, sent to `url`."""
     outbox = MemoryOutbox(asyncio.Lock())
-    destination = Destination(url=url, **where)  # type: ignore[arg-type]
+    destination = Destination(url=url, **where)
     task = TaskRef(uuid4(), "nightly-report")
     outbox.add(
         new_event(EventType.RUN_MISSED, task, None, clock.now(), destination) for _ in range(count)

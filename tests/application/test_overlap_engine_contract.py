@@ -15,7 +15,6 @@ from tests.fixtures.cluster import (
     SECOND,
     T0,
     Cluster,
-    eventually,
     key_of,
     keys,
     received,
@@ -25,6 +24,7 @@ from tests.fixtures.cluster import engine_factory as engine_factory
 from tests.fixtures.cluster import http_executor as http_executor
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.tasks import make_task
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.filterwarnings("error")
 

@@ -28,8 +28,16 @@ HAVANA = "America/Havana"
 APIA = "Pacific/Apia"
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 def cron(expression: str, zone: str = "UTC", **bounds: datetime) -> CronTrigger:

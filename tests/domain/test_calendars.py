@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from domain.calendars import Calendar, CalendarMissing
 from domain.triggers import TRIGGER_ADAPTER, CalendarTrigger, CronTrigger, IntervalTrigger
 from tests.domain import reference_triggers as reference
-from tests.domain.trigger_strategies import POLICIES, zone_and_instant
+from tests.domain.trigger_strategies import POLICIES, DstSpelling, zone_and_instant
 
 UTC = timezone.utc
 WEEKEND = Calendar(name="weekend", weekdays=["SAT", "SUN"])
@@ -50,10 +50,17 @@ def rows(
     return fires, omitted
 
 
-def _chained(trigger, after, count, named):  # type: ignore[no-untyped-def]
-    out, current = [], after
-    while len(out) < count and (current := trigger.next_fire_time(current, named)) is not None:
-        out.append(current)
+def _chained(
+    trigger: CronTrigger | CalendarTrigger | IntervalTrigger,
+    after: datetime,
+    count: int,
+    named: dict[str, Calendar],
+) -> list[datetime]:
+    out: list[datetime] = []
+    current = after
+    while len(out) < count and (following := trigger.next_fire_time(current, named)) is not None:
+        out.append(following)
+        current = following
     return out
 
 
@@ -267,7 +274,7 @@ def test_calendared_cron_agrees_with_the_naive_reference(
     expression: str,
     place: tuple[str, datetime],
     policy: str,
-    dst: dict[str, str],
+    dst: DstSpelling,
     offsets: set[int],
     weekend: set[int],
 ) -> None:

@@ -41,7 +41,10 @@ def runs_of(task: Task, now: datetime) -> list[tuple[RunStatus, datetime, int]]:
     return [*earlier, (decision.status, decision.scheduled_for, decision.coalesced)]
 
 
-TRIGGERS = [CronTrigger(expression="* * * * *"), IntervalTrigger(every=60, anchor=T0)]
+TRIGGERS: list[Trigger] = [
+    CronTrigger(expression="* * * * *"),
+    IntervalTrigger(every=60, anchor=T0),
+]
 
 
 @pytest.mark.parametrize("trigger", TRIGGERS, ids=["cron", "interval"])

@@ -18,8 +18,6 @@ from domain.events import (
     Event,
     EventRules,
     EventStatus,
-    EventType,
-    Notify,
     TaskRef,
     attempted,
     claimed,
@@ -28,6 +26,7 @@ from domain.events import (
     retry_wait,
 )
 from domain.runs import Run, RunStatus
+from domain.tasks import EventType, Notify
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 GLOBAL = "http://events.test/all"

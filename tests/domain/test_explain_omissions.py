@@ -4,18 +4,27 @@ that computes fire times."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 from domain.calendars import Calendar
-from domain.explain import Verdict, folded_into, latest_fire_at_or_before, omitted_occurrence
+from domain.explain import (
+    Explanation,
+    Verdict,
+    folded_into,
+    latest_fire_at_or_before,
+    omitted_occurrence,
+)
 from domain.runs import Run, RunStatus
 from domain.triggers import TRIGGER_ADAPTER
 
 HOLIDAYS = Calendar(name="holidays", dates=["2026-12-25"])
 
 
-def explain_at(trigger: dict[str, object], at: datetime, calendars: dict[str, Calendar] | None):  # type: ignore[no-untyped-def]
+def explain_at(
+    trigger: Mapping[str, object], at: datetime, calendars: dict[str, Calendar] | None
+) -> tuple[datetime | None, Explanation | None]:
     parsed = TRIGGER_ADAPTER.validate_python(trigger)
     fired = latest_fire_at_or_before(parsed, at, calendars)
     return fired, omitted_occurrence(parsed, fired, at, calendars, version=3)

@@ -13,8 +13,16 @@ from domain.triggers import TRIGGER_ADAPTER, CalendarTrigger, fire_times
 UTC = timezone.utc
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 def calendar(**fields: Any) -> CalendarTrigger:

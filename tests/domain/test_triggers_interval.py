@@ -14,8 +14,16 @@ UTC = timezone.utc
 NY = "America/New_York"
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
@@ -36,7 +44,7 @@ def utc(*args: int) -> datetime:
     ],
 )
 def test_every_is_whole_seconds(every: object, seconds: int) -> None:
-    trigger = IntervalTrigger(every=every)  # type: ignore[arg-type]
+    trigger = IntervalTrigger(every=every)
     assert trigger.every == seconds
     assert trigger.model_dump(mode="json")["every"] == seconds
 

@@ -13,8 +13,16 @@ UTC = timezone.utc
 NY = "America/New_York"
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)
+def utc(
+    year: int,
+    month: int,
+    day: int,
+    hour: int = 0,
+    minute: int = 0,
+    second: int = 0,
+    microsecond: int = 0,
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 RUN_AT = utc(2026, 5, 1, 12)

@@ -7,6 +7,7 @@ annotated listing shows for the same fire times.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -26,10 +27,22 @@ def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def listed(trigger: CronTrigger | CalendarTrigger | OneShotTrigger, after: str, count: int = 3):
+# A fire as `listed` shows it (instant, wall time, flags), and an omission (date, wall
+# time, reason).
+Fire = tuple[str, str, tuple[str, ...]]
+Omitted = tuple[str, str, str]
+
+
+def listed(
+    trigger: CronTrigger | CalendarTrigger | OneShotTrigger, after: str, count: int = 3
+) -> tuple[list[Fire], list[Omitted]]:
     annotated = trigger.annotated(at(after), count)
-    fires = [(o.at.isoformat()[:19], o.wall.isoformat(), o.flags) for o in annotated.occurrences]
-    omitted = [(o.date.isoformat(), o.wall.isoformat(), o.reason) for o in annotated.omitted]
+    fires: list[Fire] = [
+        (o.at.isoformat()[:19], o.wall.isoformat(), o.flags) for o in annotated.occurrences
+    ]
+    omitted: list[Omitted] = [
+        (o.date.isoformat(), o.wall.isoformat(), o.reason) for o in annotated.omitted
+    ]
     return fires, omitted
 
 
@@ -158,7 +171,7 @@ GAP_ROWS = [
 
 @pytest.mark.parametrize(("zone", "expression", "gap", "after", "fires", "omitted"), GAP_ROWS)
 def test_gap_policy(
-    zone: str, expression: str, gap: str, after: str, fires: list, omitted: list
+    zone: str, expression: str, gap: str, after: str, fires: list[Fire], omitted: list[Omitted]
 ) -> None:
     trigger = CronTrigger(expression=expression, timezone=zone, dst={"gap": gap})
     got_fires, got_omitted = listed(trigger, after, len(fires))
@@ -262,7 +275,7 @@ def test_default_policy_is_left_out_of_json_and_round_trips() -> None:
     ],
 )
 def test_bad_dst_is_a_validation_error_naming_the_field(
-    data: dict, loc: tuple, message: str
+    data: dict[str, Any], loc: tuple[str, ...], message: str
 ) -> None:
     with pytest.raises(ValidationError) as caught:
         TRIGGER_ADAPTER.validate_python(data)

@@ -7,9 +7,15 @@ from datetime import datetime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain.triggers import DstPolicy
+from domain.trigger_fields import DstPolicy
 from tests.domain import reference_triggers as reference
-from tests.domain.trigger_strategies import POLICIES, SETTINGS, calendars, zone_and_instant
+from tests.domain.trigger_strategies import (
+    POLICIES,
+    SETTINGS,
+    DstSpelling,
+    calendars,
+    zone_and_instant,
+)
 
 
 @SETTINGS
@@ -37,7 +43,7 @@ def test_calendar_agrees_with_the_naive_reference(
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(place=zone_and_instant(), data=st.data(), dst=POLICIES)
 def test_calendar_with_a_dst_policy_agrees_with_the_naive_reference(
-    place: tuple[str, datetime], data: st.DataObject, dst: dict[str, str]
+    place: tuple[str, datetime], data: st.DataObject, dst: DstSpelling
 ) -> None:
     zone, after = place
     plain = data.draw(calendars(zone, after.date()))

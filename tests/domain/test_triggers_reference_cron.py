@@ -23,6 +23,7 @@ from tests.domain.trigger_strategies import (
     SPARSE_MINUTES,
     WEEKDAY_RULES,
     ZONES,
+    DstSpelling,
     cron_or_reject,
     five_field_expressions,
     six_field_expressions,
@@ -106,7 +107,7 @@ def test_reference_sees_the_transitions(zone: str) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expression=five_field_expressions(), place=zone_and_instant(), dst=POLICIES)
 def test_cron_with_a_dst_policy_agrees_with_the_naive_reference(
-    expression: str, place: tuple[str, datetime], dst: dict[str, str]
+    expression: str, place: tuple[str, datetime], dst: DstSpelling
 ) -> None:
     zone, after = place
     trigger = cron_or_reject(expression, zone, dst=dst)
@@ -137,7 +138,7 @@ def test_cron_day_rules_agree_with_the_naive_reference(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expression=five_field_expressions(), place=zone_and_instant(), dst=POLICIES)
 def test_annotated_fire_times_are_the_fire_times(
-    expression: str, place: tuple[str, datetime], dst: dict[str, str]
+    expression: str, place: tuple[str, datetime], dst: DstSpelling
 ) -> None:
     """The annotated listing and next_fire_time come from one core: same instants."""
     zone, after = place

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from datetime import date, datetime, timedelta, timezone
+from typing import TypedDict
 from zoneinfo import ZoneInfo
 
 from hypothesis import HealthCheck, assume, settings
@@ -150,6 +151,16 @@ WEEKDAYS = st.one_of(
     field(0, 7, 6, reference.WEEKDAYS),
     WEEKDAY_RULES,
 )
+
+
+class DstSpelling(TypedDict):
+    """A DST policy as POLICIES draws it: the `dst` field's JSON, and the keyword
+    arguments of the reference functions."""
+
+    gap: str
+    fold: str
+
+
 POLICIES = st.fixed_dictionaries(
     {
         "gap": st.sampled_from(["shift", "skip", "transition"]),
@@ -174,7 +185,7 @@ def six_field_expressions(draw: st.DrawFn) -> str:
 
 def cron_or_reject(expression: str, zone: str, **bounds: object) -> CronTrigger:
     try:
-        return CronTrigger(expression=expression, timezone=zone, **bounds)  # type: ignore[arg-type]
+        return CronTrigger(expression=expression, timezone=zone, **bounds)
     except ValidationError:
         assume(False)
         raise

@@ -13,7 +13,7 @@ from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.waiting import eventually
 
 Client = AsyncTestClient[Any]
-API_MD_DEFAULTS = {
+API_MD_DEFAULTS: dict[str, Any] = {
     "description": None,
     "enabled": True,
     "tags": [],

@@ -19,7 +19,8 @@ URL = "http://127.0.0.1:9/hook"
 
 
 async def no_tasks(api: Client) -> bool:
-    return (await api.get("/tasks")).json()["items"] == []
+    items: list[Any] = (await api.get("/tasks")).json()["items"]
+    return items == []
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ in-memory store and on PostgreSQL, calling a real recording target."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -97,7 +98,7 @@ async def test_tasks_of_all_four_kinds_fire_on_schedule(
 
     for kind, task in tasks.items():
         succeeded = await eventually(
-            lambda task=task: runs_of(api, task, status="succeeded"), within=10
+            functools.partial(runs_of, api, task, status="succeeded"), within=10
         )
         assert len(succeeded) == 1, kind
         assert len(recording_target.received(f"/{kind}")) == 1, kind

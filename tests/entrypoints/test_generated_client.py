@@ -296,7 +296,9 @@ async def test_every_operation_has_a_chosen_id_a_description_and_says_its_securi
         # Litestar's generated ids are PascalCase ("TasksIdGetTask"); ours are camelCase.
         assert operation["operationId"][0].islower(), (method, path)
         assert operation["summary"] and operation["description"], (method, path)
-        expected = [] if path in ("/healthz", "/readyz", "/metrics") else [{"bearer": []}]
+        expected: list[dict[str, list[str]]] = (
+            [] if path in ("/healthz", "/readyz", "/metrics") else [{"bearer": []}]
+        )
         assert operation["security"] == expected, (method, path)
         if expected:  # what the token guard answers, so a client can type it
             assert {"401", "429"} <= set(operation["responses"]), (method, path)

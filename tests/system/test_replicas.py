@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -33,7 +34,7 @@ SLOW_DELAY = 1.5  # seconds the slow target takes to answer
 RESTART = os.environ.get("SCHEDULER_TEST_RESTART_POSTGRES") == "1"
 
 
-def running_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> int:
+def running_on(conn: psycopg.Connection[dict[str, Any]], schema: str, replica: str) -> int:
     """How many runs `replica` has in flight."""
     row = conn.execute(
         sql.SQL(
@@ -44,7 +45,9 @@ def running_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> int
     return 0 if row is None else int(row["n"])
 
 
-def slow_call_just_started_on(conn: psycopg.Connection[dict], schema: str, replica: str) -> bool:
+def slow_call_just_started_on(
+    conn: psycopg.Connection[dict[str, Any]], schema: str, replica: str
+) -> bool:
     """Whether `replica` has a call of a slow task in flight that started in this very
     second (instants are stored in whole seconds): it has a third of the slow target's
     delay, at least, still to go."""
@@ -136,7 +139,7 @@ def test_three_replicas_survive_a_sigkill_and_a_database_restart(
     # occurrences are distinct and their `coalesced` counts add up to every second from
     # the first to the last. A run stands for the `coalesced` seconds up to its own, so
     # the first one (claimed late on a loaded machine) may reach back before its own.
-    by_task: dict[str, list[dict]] = defaultdict(list)
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
         by_task[run["name"]].append(run)
     assert len(by_task) == FAST_TASKS + SLOW_TASKS

@@ -85,17 +85,19 @@ def task(name: str, target: RecordingTarget, **fields: Any) -> dict[str, Any]:
     }
 
 
-def wait_finished(api: httpx.Client, run_ids: list[str], within: float = 30) -> list[dict]:
-    def finished() -> list[dict] | None:
+def wait_finished(
+    api: httpx.Client, run_ids: list[str], within: float = 30
+) -> list[dict[str, Any]]:
+    def finished() -> list[dict[str, Any]] | None:
         runs = [api.get(f"/runs/{run_id}").json() for run_id in run_ids]
         return runs if all(run["status"] != "running" for run in runs) else None
 
     return wait_for(finished, within, "the runs to finish", interval=0.1)
 
 
-def wait_sent(api: httpx.Client, count: int, within: float = 60) -> list[dict]:
-    def sent() -> list[dict] | None:
-        events: list[dict] = api.get("/events", params={"status": "sent"}).json()["items"]
+def wait_sent(api: httpx.Client, count: int, within: float = 60) -> list[dict[str, Any]]:
+    def sent() -> list[dict[str, Any]] | None:
+        events: list[dict[str, Any]] = api.get("/events", params={"status": "sent"}).json()["items"]
         return events if len(events) >= count else None
 
     return wait_for(sent, within, f"{count} events sent")

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import logging
+from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
@@ -28,7 +29,7 @@ def token_answer(token: str, expires_in: int = 3600) -> Response:
     return Response(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
 
 
-def oauth2_task(target: RecordingTarget, retry: dict | None = None, **auth: str) -> Task:
+def oauth2_task(target: RecordingTarget, retry: dict[str, Any] | None = None, **auth: str) -> Task:
     return http_task(
         target.url("/api"),
         retry=retry or {},
@@ -112,7 +113,10 @@ async def test_the_environment_is_read_at_call_time(
     ],
 )
 async def test_a_missing_variable_fails_the_run_naming_it(
-    make_executor: MakeExecutor, recording_target: RecordingTarget, auth: dict, variable: str
+    make_executor: MakeExecutor,
+    recording_target: RecordingTarget,
+    auth: dict[str, Any],
+    variable: str,
 ) -> None:
     executor = make_executor(environ={"OTHER": "x", variable + "_NOT": "y"})
     task = http_task(recording_target.url("/"), auth=auth)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,9 @@ async def test_the_rendered_headers_are_what_is_sent(
         pytest.param(OAUTH2, "Bearer ***", id="oauth2"),
     ],
 )
-async def test_secrets_are_redacted(make_executor: MakeExecutor, auth: dict, shown: str) -> None:
+async def test_secrets_are_redacted(
+    make_executor: MakeExecutor, auth: dict[str, Any], shown: str
+) -> None:
     executor = make_executor(environ={"TOK": "t0ken", "PW": "pa55", "SECRET": "s3cret"})
     task = http_task("http://reports.test/", auth=auth)
 

@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from pydantic import JsonValue
 
 from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.requests import PreparedRequest, build_request
@@ -282,7 +283,9 @@ async def test_attempts_are_logged_with_their_fields(
     await executor.execute(task, run, None)
 
     attempts = [r for r in caplog.records if r.name == "scheduler.http" and "ms" in r.message]
-    assert [(r.task_id, r.run_id, r.attempt, r.http_status) for r in attempts] == [
+    # The record's extra fields, set by the executor's `extra=`: not LogRecord attributes.
+    fields = ("task_id", "run_id", "attempt", "http_status")
+    assert [tuple(getattr(r, name) for name in fields) for r in attempts] == [
         (str(task.id), str(run.id), 1, 503),
         (str(task.id), str(run.id), 2, 200),
     ]
@@ -310,7 +313,7 @@ async def test_attempts_are_logged_with_their_fields(
     ],
 )
 def test_requests_are_built_as_httpx_builds_them(
-    executor: HttpExecutor, method: str, url: str, headers: dict[str, str], body: object
+    executor: HttpExecutor, method: str, url: str, headers: dict[str, str], body: JsonValue
 ) -> None:
     # The executor builds its requests itself, to save time; httpx's build_request is
     # the reference, header for header and byte for byte.

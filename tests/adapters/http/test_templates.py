@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -138,7 +139,7 @@ async def test_without_template_strings_are_sent_as_written(
 async def test_a_render_failure_fails_the_run_without_a_call(
     executor: HttpExecutor,
     recording_target: RecordingTarget,
-    target: dict,
+    target: dict[str, Any],
     field: str,
     detail: str,
 ) -> None:
@@ -192,7 +193,7 @@ async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -
     ],
 )
 def test_check_rejects_a_bad_template(
-    executor: HttpExecutor, target: dict, field: str, message: str
+    executor: HttpExecutor, target: dict[str, Any], field: str, message: str
 ) -> None:
     with pytest.raises(InvalidRequest) as rejected:
         executor.check(HttpTarget.model_validate({**target, "template": True}))

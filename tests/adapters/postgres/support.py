@@ -27,7 +27,7 @@ MINUTE = timedelta(minutes=1)
 
 async def query(url: str, statement: str, schema: str, *params: Any) -> list[tuple[Any, ...]]:
     """Run `statement` (with `{schema}` for the test schema) on a connection of its own."""
-    composed = sql.SQL(statement).format(schema=sql.Identifier(schema))  # type: ignore[arg-type]
+    composed = sql.SQL(statement).format(schema=sql.Identifier(schema))
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(composed, params)
         return await cur.fetchall() if cur.description else []

@@ -5,7 +5,9 @@ locks in one order (the calendar row first, then task rows), so they never deadl
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from datetime import date, timedelta
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -57,6 +59,7 @@ async def test_a_task_switching_to_a_calendar_that_changes_never_deadlocks(
                 "updated_at": T0 + timedelta(seconds=round_),
             }
         )
+        move: Coroutine[Any, Any, object]
         if round_ % 4 < 2:
             move = tasks_side.update_task(moved, mover.version, reschedule=False)
         else:

@@ -124,8 +124,9 @@ async def test_lease_limit_holds_across_replicas(postgres_backend: PostgresBacke
     task = await replicas[0].create_task(make_task(max_running_instances=3))
     manual = [replicas[i % 3].start_manual_run(task.id, T0, f"r{i % 3}") for i in range(24)]
     scheduled = [replicas[i].claim_due(T0, 5, f"r{i}") for i in range(3)]
-    results = await asyncio.gather(*manual, *scheduled)
-    runs = [r.run for r in results[:24]] + [c.run for batch in results[24:] for c in batch]
+    # Both kinds at once, each gathered in the order given: typed, unlike one mixed list.
+    started, batches = await asyncio.gather(asyncio.gather(*manual), asyncio.gather(*scheduled))
+    runs = [r.run for r in started] + [c.run for batch in batches for c in batch]
     assert len(runs) == 25  # every manual run, and the one scheduled occurrence once
     assert Counter(run.status for run in runs) == {RunStatus.RUNNING: 3, RunStatus.SKIPPED: 22}
     leases = await query(

@@ -169,8 +169,8 @@ async def test_keyset_pages_cross_partitions_with_every_run_once(
     database_url: str, postgres_store: PostgresTaskStore
 ) -> None:
     schema = postgres_store.schema
-    for week in range(3):
-        await postgres_store.drop_runs_before(MONDAY - WEEK, MONDAY + week * WEEK)
+    for weeks in range(3):
+        await postgres_store.drop_runs_before(MONDAY - WEEK, MONDAY + weeks * WEEK)
     # Every 9 hours over four weeks: three partitions and the default after them.
     times = [MONDAY + timedelta(hours=9 * k) for k in range(4 * 7 * 24 // 9)]
     ids = await insert_runs(database_url, schema, times, "succeeded")

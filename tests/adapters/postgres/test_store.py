@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import timezone
 from typing import Any
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -128,7 +129,7 @@ async def test_keyset_pages_stay_exact_while_rows_are_added(
     created = [
         await postgres_store.create_task(make_task(now=T0 + (i // 7) * SECOND)) for i in range(40)
     ]
-    seen = []
+    seen: list[UUID] = []
     after = None
     while page := await postgres_store.list_tasks(TaskFilter(), after, 6):
         seen.extend(task.id for task in page)
