@@ -269,7 +269,8 @@ class Soak:
             row = conn.execute(self._sql(LATEST_LEASE), [victim.name]).fetchone()
         if row is None or row[0] is None:
             return PAUSE
-        return max(5.0, row[0].timestamp() - time.time() + WAKE_AFTER_LEASE)
+        latest: datetime = row[0]
+        return max(5.0, latest.timestamp() - time.time() + WAKE_AFTER_LEASE)
 
     def _terminate(self) -> int:
         ports = sorted(self.proxy.upstream_ports())

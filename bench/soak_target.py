@@ -50,6 +50,7 @@ class SoakTarget:
 
     def url(self, path: str) -> str:
         host, port = self._server.server_address[:2]
+        assert isinstance(host, str)
         return f"http://{host}:{port}{path}"
 
     def start(self) -> SoakTarget:
