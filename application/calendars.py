@@ -92,9 +92,9 @@ class CalendarService:
         check_limit(limit)
         after = None
         if cursor is not None:
-            after = read_cursor(cursor, "a calendar cursor", _read_after)
+            after = read_cursor(cursor, "calendars", _read_after)
         found = await self._store.list_calendars(after, limit + 1)
-        return page_of(found, limit, lambda last: {"after": last.name})
+        return page_of(found, limit, "calendars", lambda last: {"after": last.name})
 
     async def tasks(self, ref: str | UUID) -> list[str]:
         """The names of the tasks naming the calendar. Raises CalendarNotFound."""

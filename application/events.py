@@ -209,12 +209,13 @@ class EventListing:
         check_limit(limit)
         after = None
         if cursor is not None:
-            status, after = read_cursor(cursor, "an event cursor", _read_event_cursor)
+            status, after = read_cursor(cursor, "events", _read_event_cursor)
         events = await self._store.list_events(status, after, limit + 1)
         listed = status.value if status else None
         return page_of(
             events,
             limit,
+            "events",
             lambda last: {"status": listed, "key": instant_key(last.created_at, last.id)},
         )
 

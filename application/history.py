@@ -26,20 +26,19 @@ async def task_history(
     of a deleted task stays readable by its id, ending with its deletion. Raises
     TaskNotFound for an id or name that no task has or had."""
     task_id = await task_id_of(store, find_task, ref)
+    listing = f"history of task {task_id}"
     before = None
     if cursor is not None:
 
         def read(payload: dict[str, Any]) -> int:
-            if UUID(payload["task_id"]) != task_id:
-                raise ValueError("a cursor of another task")
             version = payload["before"]
             if not isinstance(version, int) or not 1 <= version <= 2**31 - 1:
                 raise ValueError("not a version")
             return version
 
-        before = read_cursor(cursor, "a history cursor of this task", read)
+        before = read_cursor(cursor, listing, read)
     versions = await store.task_history(task_id, before, limit + 1)
-    return page_of(versions, limit, lambda last: {"task_id": str(task_id), "before": last.version})
+    return page_of(versions, limit, listing, lambda last: {"before": last.version})
 
 
 async def task_id_of(

@@ -3,12 +3,23 @@
 Every listing reads one item more than its page holds (`limit + 1`): `page_of` keeps the
 page and, when there was more, issues the cursor after its last item; `read_cursor`
 reads a cursor back or answers 422 naming `cursor`; `instant_key`/`read_instant_key`
-are the (instant, id) keyset position of tasks, runs and events."""
+are the (instant, id) keyset position of tasks, runs and events.
+
+A cursor is `<payload>.<check>`, both unpadded base64url: the payload is JSON naming the
+list that issued it (`"list"`: its kind and scope, such as `runs of task <id>`) beside
+the listing's own position and filters; the check is a BLAKE2b digest (12 bytes) of the
+payload keyed with `CURSOR_KEY`. The key is fixed and documented (docs/api.md), not a
+secret: the check tells a cursor edited by hand, or cut short, from one this service
+issued, and needs nothing shared between replicas; it is no security boundary (what a
+cursor carries is the caller's own filters). A cursor that fails the check, or that
+another list issued, is a 422 on `cursor`."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +33,11 @@ from domain.validation import nul_at
 T = TypeVar("T")
 R = TypeVar("R")
 
+# The key of every cursor's check: fixed, documented, not a secret (see the docstring).
+CURSOR_KEY = b"imbi-scheduler cursor v1"
+_DIGEST_BYTES = 12
+_NOT_ISSUED = "is not a cursor this service issued: pass `next_cursor` as it was answered"
+
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
@@ -29,40 +45,66 @@ class Page(Generic[T]):
     next_cursor: str | None
 
 
-def encode_cursor(payload: dict[str, Any]) -> str:
-    raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def encode_cursor(listing: str, payload: dict[str, Any]) -> str:
+    """The cursor of `payload` for the list `listing` (its kind and scope, as
+    `"runs of task <id>"`), with its check."""
+    raw = json.dumps({**payload, "list": listing}, separators=(",", ":"), sort_keys=True)
+    data = raw.encode()
+    return f"{_b64(data)}.{_b64(_check(data))}"
 
 
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    """The payload of a cursor this service issued. Raises InvalidRequest("cursor")."""
+def decode_cursor(cursor: str, listing: str) -> dict[str, Any]:
+    """The payload of a cursor the list `listing` issued, without its `"list"`. Raises
+    InvalidRequest("cursor") for anything else: not a cursor, edited (the check fails),
+    or issued by another list."""
+    data_part, dot, check_part = cursor.partition(".")
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidRequest("cursor", "is not a cursor this service issued") from None
+        if not dot:
+            raise ValueError("no check")
+        data, check = _unb64(data_part), _unb64(check_part)
+    except (ValueError, binascii.Error):
+        raise InvalidRequest("cursor", _NOT_ISSUED) from None
+    if not hmac.compare_digest(check, _check(data)):
+        raise InvalidRequest(
+            "cursor",
+            "was edited or is not a cursor this service issued (its check fails): "
+            "pass `next_cursor` as it was answered",
+        )
+    try:
+        payload = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("cursor", _NOT_ISSUED) from None
     if not isinstance(payload, dict) or nul_at(payload) is not None:
-        raise InvalidRequest("cursor", "is not a cursor this service issued")
+        raise InvalidRequest("cursor", _NOT_ISSUED)
+    issued_by = payload.pop("list", None)
+    if issued_by != listing:
+        raise InvalidRequest(
+            "cursor",
+            f"was issued by another list ({issued_by}), not by this one ({listing})",
+        )
     return payload
 
 
-def page_of(found: list[T], limit: int, cursor_of: Callable[[T], dict[str, Any]]) -> Page[T]:
+def page_of(
+    found: list[T], limit: int, listing: str, cursor_of: Callable[[T], dict[str, Any]]
+) -> Page[T]:
     """The page of `found` (read with `limit + 1`): its first `limit` items and, when there
-    was one more, the cursor whose payload `cursor_of` makes from the last item kept."""
+    was one more, the cursor of `listing` whose payload `cursor_of` makes from the last
+    item kept."""
     if len(found) <= limit:
         return Page(found, None)
     kept = found[:limit]
-    return Page(kept, encode_cursor(cursor_of(kept[-1])))
+    return Page(kept, encode_cursor(listing, cursor_of(kept[-1])))
 
 
-def read_cursor(cursor: str, what: str, read: Callable[[dict[str, Any]], R]) -> R:
-    """What `read` makes of a cursor's payload; a payload it cannot read (KeyError,
-    TypeError, ValueError) is InvalidRequest("cursor", f"is not {what}")."""
-    payload = decode_cursor(cursor)
+def read_cursor(cursor: str, listing: str, read: Callable[[dict[str, Any]], R]) -> R:
+    """What `read` makes of the payload of a cursor `listing` issued; a payload it cannot
+    read (KeyError, TypeError, ValueError, IndexError) is InvalidRequest("cursor")."""
+    payload = decode_cursor(cursor, listing)
     try:
         return read(payload)
-    except (KeyError, TypeError, ValueError):
-        raise InvalidRequest("cursor", f"is not {what}") from None
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise InvalidRequest("cursor", f"is not a cursor of {listing}") from None
 
 
 def instant_key(instant: datetime, item_id: UUID) -> list[str]:
@@ -74,3 +116,20 @@ def read_instant_key(key: Any) -> tuple[datetime, UUID]:
     """The (instant, id) of `instant_key`. Raises TypeError or ValueError."""
     instant, item_id = key
     return datetime.fromisoformat(instant), UUID(item_id)
+
+
+def _check(data: bytes) -> bytes:
+    return hashlib.blake2b(data, key=CURSOR_KEY, digest_size=_DIGEST_BYTES).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    """The bytes `_b64` made `text` of, and no other spelling of them. Raises ValueError
+    or binascii.Error."""
+    data = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    if _b64(data) != text:
+        raise ValueError("not base64url as this service writes it")
+    return data

@@ -1,4 +1,5 @@
-"""`GET /runs`: the runs of every task, filtered, newest first, keyset-paged."""
+"""`GET /runs` (the runs of every task, filtered) and `GET /tasks/{id}/runs` (one task's):
+newest first, keyset-paged by (scheduled_for, id)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from application.refs import as_uuid
 from domain.errors import InvalidRequest, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
+
+# The list a cursor of `GET /runs` belongs to (application/pagination.py).
+ALL_RUNS = "runs"
 
 
 async def list_all_runs(
@@ -32,7 +36,7 @@ async def list_all_runs(
     stay) or the name of a task that exists; a name nobody has matches no run. A cursor
     carries the filters of the first page, the task as its id."""
     if cursor is not None:
-        run_filter, after = read_cursor(cursor, "a run cursor", _read)
+        run_filter, after = read_cursor(cursor, ALL_RUNS, _read)
     else:
         after = None
         for field, instant in (("since", since), ("until", until)):
@@ -59,8 +63,33 @@ async def list_all_runs(
     return page_of(
         runs,
         limit,
+        ALL_RUNS,
         lambda last: {"filter": filters, "key": instant_key(last.scheduled_for, last.id)},
     )
+
+
+async def list_task_runs(
+    store: TaskStore, task_id: UUID, status: RunStatus | None, limit: int, cursor: str | None
+) -> Page[Run]:
+    """One page of a task's runs; a cursor (of this task's runs only) carries the
+    `status` of the first page."""
+    listing = f"runs of task {task_id}"
+    after = None
+    if cursor is not None:
+        status, after = read_cursor(cursor, listing, _read_task_runs)
+    runs = await store.list_runs(task_id, status, after, limit + 1)
+    listed = status.value if status else None
+    return page_of(
+        runs,
+        limit,
+        listing,
+        lambda last: {"status": listed, "key": instant_key(last.scheduled_for, last.id)},
+    )
+
+
+def _read_task_runs(payload: dict[str, Any]) -> tuple[RunStatus | None, RunPageKey]:
+    status = RunStatus(payload["status"]) if payload["status"] is not None else None
+    return status, RunPageKey(*read_instant_key(payload["key"]))
 
 
 def _encode_filter(run_filter: RunFilter) -> dict[str, Any]:

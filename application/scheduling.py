@@ -17,19 +17,18 @@ from application.bounds import check_count, check_limit, in_range
 from application.calendars import SchedulerStore, calendars_for, check_named
 from application.explain import explain, explainable
 from application.history import task_history
-from application.pagination import Page, decode_cursor, encode_cursor
+from application.pagination import Page
 from application.patching import merge_patch
 from application.ports import (
     Clock,
     Executor,
     RenderedRequest,
     RunDispatcher,
-    RunPageKey,
     TaskFilter,
 )
 from application.previews import preview_trigger
 from application.refs import by_id_or_name
-from application.run_listing import list_all_runs
+from application.run_listing import list_all_runs, list_task_runs
 from application.task_listing import list_tasks
 from domain.calendars import Calendar
 from domain.claims import (
@@ -208,28 +207,7 @@ class SchedulingService:
     ) -> Page[Run]:
         check_limit(limit)
         task = await self.get_task(ref)
-        after = None
-        if cursor is not None:
-            payload = decode_cursor(cursor)
-            try:
-                status = RunStatus(payload["status"]) if payload["status"] else None
-                after = RunPageKey(
-                    datetime.fromisoformat(payload["key"][0]), UUID(payload["key"][1])
-                )
-            except (KeyError, TypeError, ValueError, IndexError):
-                raise InvalidRequest("cursor", "is not a run cursor") from None
-        runs = await self._store.list_runs(task.id, status, after, limit + 1)
-        next_cursor = None
-        if len(runs) > limit:
-            runs = runs[:limit]
-            last = runs[-1]
-            next_cursor = encode_cursor(
-                {
-                    "status": status.value if status else None,
-                    "key": [last.scheduled_for.isoformat(), str(last.id)],
-                }
-            )
-        return Page(runs, next_cursor)
+        return await list_task_runs(self._store, task.id, status, limit, cursor)
 
     async def list_all_runs(
         self, *, limit: int = 50, cursor: str | None = None, **filters: Any

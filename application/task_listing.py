@@ -9,15 +9,18 @@ from application.pagination import Page, instant_key, page_of, read_cursor, read
 from application.ports import TaskFilter, TaskPageKey, TaskStore
 from domain.tasks import Task
 
+# The list a task cursor belongs to (application/pagination.py).
+TASKS = "tasks"
+
 
 async def list_tasks(
     store: TaskStore, task_filter: TaskFilter, limit: int, cursor: str | None
 ) -> Page[Task]:
     """A page of at most `limit` tasks; a cursor replaces `task_filter` with its own.
-    Raises InvalidRequest("cursor") for a cursor this service did not issue."""
+    Raises InvalidRequest("cursor") for a cursor this list did not issue, or edited."""
     after = None
     if cursor is not None:
-        task_filter, after = read_cursor(cursor, "a task cursor", _read)
+        task_filter, after = read_cursor(cursor, TASKS, _read)
     tasks = await store.list_tasks(task_filter, after, limit + 1)
     filters = {
         "enabled": task_filter.enabled,
@@ -25,7 +28,10 @@ async def list_tasks(
         "name_prefix": task_filter.name_prefix,
     }
     return page_of(
-        tasks, limit, lambda last: {"filter": filters, "key": instant_key(last.created_at, last.id)}
+        tasks,
+        limit,
+        TASKS,
+        lambda last: {"filter": filters, "key": instant_key(last.created_at, last.id)},
     )
 
 
