@@ -69,7 +69,9 @@ class TaskSync:
         """Create the task `spec.name` names, or replace its writable fields with `spec`
         (fields left out already took their defaults). Returns the task and whether it
         was created. `if_match` (a version) or `must_exist` (`If-Match: *`) only replace;
-        `if_none_match` (`If-None-Match: *`) only creates. Raises PreconditionNotMet,
+        `if_none_match` (`If-None-Match: *`) only creates. Raises VersionConflict when an
+        `If-Match` does not hold (the task is at another version, or does not exist),
+        PreconditionNotMet when `If-None-Match: *` does not (the task exists),
         InvalidRequest."""
         self._executor.check(spec.target, spec.notify)
         for _ in range(_ATTEMPTS):
@@ -82,7 +84,11 @@ class TaskSync:
             calendars = await self._service.calendars_for(spec.trigger, replaced)
             if current is None:
                 if if_match is not None or must_exist:
-                    raise PreconditionNotMet(f"no task named {spec.name!r} exists (If-Match)")
+                    raise VersionConflict(
+                        spec.name,
+                        -1 if if_match is None else if_match,
+                        detail=f"no task named {spec.name!r} exists (If-Match)",
+                    )
                 try:
                     task = self._service.new_task(spec, now, calendars)
                     return await self._store.create_task(task, actor=actor), True
@@ -91,9 +97,7 @@ class TaskSync:
             if if_none_match:
                 raise PreconditionNotMet(f"a task named {spec.name!r} exists (If-None-Match: *)")
             if if_match is not None and current.version != if_match:
-                raise PreconditionNotMet(
-                    f"task {spec.name!r} is at version {current.version}, not {if_match}"
-                )
+                raise VersionConflict(spec.name, if_match, current.version)
             wanted = carried(spec, current)
             if wanted == current.spec():
                 return current, False
@@ -105,7 +109,9 @@ class TaskSync:
                 return updated, False
             except (VersionConflict, TaskNotFound):
                 if if_match is not None:
-                    raise PreconditionNotMet(f"task {spec.name!r} changed meanwhile") from None
+                    raise VersionConflict(
+                        spec.name, if_match, detail=f"task {spec.name!r} changed meanwhile"
+                    ) from None
         raise VersionConflict(spec.name, -1)
 
     async def apply(

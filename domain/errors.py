@@ -32,9 +32,16 @@ class DuplicateTaskName(SchedulerError):
 class VersionConflict(SchedulerError):
     """The task changed since the version the caller read (a stale If-Match)."""
 
-    def __init__(self, ref: UUID | str, expected: int, actual: int | None = None) -> None:
+    def __init__(
+        self,
+        ref: UUID | str,
+        expected: int,
+        actual: int | None = None,
+        *,
+        detail: str | None = None,
+    ) -> None:
         found = "" if actual is None else f", it is at version {actual}"
-        super().__init__(f"task {str(ref)!r} is not at version {expected}{found}")
+        super().__init__(detail or f"task {str(ref)!r} is not at version {expected}{found}")
         self.expected = expected
         self.actual = actual
 

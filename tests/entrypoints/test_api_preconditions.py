@@ -1,0 +1,62 @@
+"""`If-Match` and `If-None-Match` on tasks, on both stores (docs/api.md, "Headers" and
+"Errors"): a stale `If-Match` is a 412 `stale-version` on PATCH and PUT alike, and
+changes nothing; `If-None-Match: *` on a task that exists is a 412
+`precondition-failed`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar.testing import AsyncTestClient
+
+from tests.entrypoints.helpers import assert_problem, cron_task
+
+Client = AsyncTestClient[Any]
+URL = "http://127.0.0.1:9/hook"
+STALE = "urn:imbi-scheduler:problem:stale-version"
+
+
+async def at_version_2(api: Client) -> dict[str, Any]:
+    await api.post("/tasks", json=cron_task(URL, "job"))
+    response = await api.patch("/tasks/job", json={"description": "v2"})
+    assert response.headers["etag"] == '"2"'
+    task: dict[str, Any] = response.json()
+    return task
+
+
+async def history(api: Client, ref: str) -> list[int]:
+    return [v["version"] for v in (await api.get(f"/tasks/{ref}/history")).json()["items"]]
+
+
+async def test_put_with_a_stale_if_match_is_a_412_stale_version_as_patch_is(api: Client) -> None:
+    await at_version_2(api)
+    body = cron_task(URL, "job", description="v3")
+
+    put = await api.put("/tasks/job", json=body, headers={"If-Match": '"1"'})
+    patch = await api.patch("/tasks/job", json={"description": "v3"}, headers={"If-Match": '"1"'})
+
+    assert assert_problem(put, 412)["type"] == assert_problem(patch, 412)["type"] == STALE
+    assert "version 2" in put.json()["detail"]
+    task = (await api.get("/tasks/job")).json()
+    assert (task["version"], task["description"]) == (2, "v2")
+    # An If-Match naming no version this service issues, or a task that does not exist.
+    unversioned = await api.put("/tasks/job", json=body, headers={"If-Match": '"abc"'})
+    assert assert_problem(unversioned, 412)["type"] == STALE
+    nobody = cron_task(URL, "nobody")
+    missing = await api.put("/tasks/nobody", json=nobody, headers={"If-Match": "*"})
+    assert assert_problem(missing, 412)["type"] == STALE
+    assert (await api.get("/tasks/nobody")).status_code == 404
+
+
+async def test_put_if_none_match_on_an_existing_task_is_a_412_precondition_failed(
+    api: Client,
+) -> None:
+    await at_version_2(api)
+
+    response = await api.put(
+        "/tasks/job", json=cron_task(URL, "job"), headers={"If-None-Match": "*"}
+    )
+
+    problem = assert_problem(response, 412)
+    assert problem["type"] == "urn:imbi-scheduler:problem:precondition-failed"
+    assert (await api.get("/tasks/job")).json()["version"] == 2
