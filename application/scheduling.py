@@ -152,10 +152,16 @@ class SchedulingService:
     async def resume_task(self, ref: str | UUID, *, actor: str | None = None) -> Task:
         return await self._set_enabled(ref, enabled=True, actor=actor)
 
-    async def delete_task(self, ref: str | UUID, *, actor: str | None = None) -> None:
+    async def delete_task(
+        self, ref: str | UUID, if_match: int | None = None, *, actor: str | None = None
+    ) -> None:
+        """Delete the task; with `if_match`, only while it is at that version (checked
+        again by the store as it deletes). Raises TaskNotFound, VersionConflict."""
         task = await self.get_task(ref)
+        if if_match is not None and task.version != if_match:
+            raise VersionConflict(task.id, if_match, task.version)
         now = truncate(self._clock.now())
-        await self._store.delete_task(task.id, at=now, actor=actor)
+        await self._store.delete_task(task.id, at=now, actor=actor, expected_version=if_match)
 
     async def explain(self, ref: str | UUID, at: datetime | None) -> Explanation:
         """What became of the occurrence at or just before `at` (default now): see

@@ -99,12 +99,19 @@ class TaskStore(Protocol):
         ...
 
     async def delete_task(
-        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+        self,
+        task_id: UUID,
+        *,
+        at: datetime | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
     ) -> None:
         """Delete the task and its leases, and cancel its queued runs
         (`domain.overlap.CANCELLED_BY_DELETE`); its runs and history stay readable, the history
         ending with the deletion (`domain.history.deleted`, at `at`, else the store's
-        clock). Raises TaskNotFound."""
+        clock). With `expected_version`, only if the stored task is at that version, checked
+        in the transaction of the delete (else VersionConflict, nothing changed). Raises
+        TaskNotFound, VersionConflict."""
         ...
 
     async def apply_tasks(

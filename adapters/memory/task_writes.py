@@ -74,9 +74,17 @@ class TaskWrites(MemoryStoreBase):
         return updated
 
     async def delete_task(
-        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+        self,
+        task_id: UUID,
+        *,
+        at: datetime | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
     ) -> None:
         async with self._lock:
+            stored = self._task(task_id)
+            if expected_version is not None and stored.version != expected_version:
+                raise VersionConflict(task_id, expected_version, stored.version)
             self._delete(task_id, at, actor)
         self.notifier.notify()
 

@@ -232,10 +232,14 @@ SELECT id FROM updated;
 SELECT version FROM {schema}.tasks WHERE id = %(id)s;
 
 -- delete_task --
--- Delete a task; its leases go with it (ON DELETE CASCADE), its runs and history stay,
--- and the history records the deletion as the task's last version.
+-- Delete a task (only at the expected version, when one is given: If-Match); its leases
+-- go with it (ON DELETE CASCADE), its runs and history stay, and the history records the
+-- deletion as the task's last version.
 WITH gone AS (
-    DELETE FROM {schema}.tasks WHERE id = %(id)s RETURNING id, version
+    DELETE FROM {schema}.tasks
+    WHERE id = %(id)s
+      AND (%(expected_version)s::integer IS NULL OR version = %(expected_version)s::integer)
+    RETURNING id, version
 )
 INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
 SELECT id, version + 1, coalesce(%(at)s::timestamptz, now()), %(actor)s::text, 'api',

@@ -77,14 +77,27 @@ class TaskWrites(PostgresStoreBase):
         return to_task(row)
 
     async def delete_task(
-        self, task_id: UUID, *, at: datetime | None = None, actor: str | None = None
+        self,
+        task_id: UUID,
+        *,
+        at: datetime | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
     ) -> None:
+        """As update_task does: the delete statement holds the version condition, and a
+        delete that found no row tells a conflict from a missing task; raising rolls the
+        transaction back, the queue drop before it included."""
         async with self._transaction() as conn:
             await self._queues.drop(conn, [task_id], DELETED, at)
-            params = {"id": task_id, "at": at, "actor": actor}
+            params = {"id": task_id, "at": at, "actor": actor, "expected_version": expected_version}
             cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
-                raise TaskNotFound(task_id)
+                stored = conn.cursor(row_factory=dict_row)
+                await stored.execute(self._q["task_version"], {"id": task_id})
+                found = await stored.fetchone()
+                if found is None or expected_version is None:
+                    raise TaskNotFound(task_id)
+                raise VersionConflict(task_id, expected_version, found["version"])
             await self._notify(conn, self.tasks_channel, task_id)
 
     async def apply_tasks(
@@ -104,7 +117,10 @@ class TaskWrites(PostgresStoreBase):
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
                     await self._queues.drop(conn, list(deleted), DELETED, at)
-                    gone = [{"id": task_id, "at": at, "actor": actor} for task_id in deleted]
+                    gone = [
+                        {"id": task_id, "at": at, "actor": actor, "expected_version": None}
+                        for task_id in deleted
+                    ]
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
                     for task_id in deleted:
                         if await cur.fetchone() is None:

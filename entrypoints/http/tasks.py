@@ -158,16 +158,19 @@ class TaskController(Controller):
         "/{id:str}",
         operation_id="deleteTask",
         summary="Delete a task (its runs stay)",
-        description="The task stops firing; its runs stay readable at /runs/{id}.",
-        responses=errors(404),
+        description="The task stops firing; its runs stay readable at /runs/{id}. With "
+        "`If-Match`, only while the task is at that version (412 otherwise, nothing deleted).",
+        responses=errors(404, 412),
     )
     async def delete_task(
         self,
         id: TaskRef,
         scheduling: NamedDependency[SchedulingService],
         request: Request[Any, Any, Any],
+        if_match: IfMatch = None,
     ) -> None:
-        await scheduling.delete_task(id, actor=actor_of(request))
+        version = expected_version(if_match)
+        await scheduling.delete_task(id, version, actor=actor_of(request))
 
     @post(
         "/{id:str}/pause",

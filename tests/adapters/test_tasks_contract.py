@@ -143,3 +143,22 @@ async def test_delete_keeps_the_runs_readable(store: TaskStore) -> None:
     assert await store.claim_due(T0 + MINUTE, 10, REPLICA) == []
     finished = await finish_one(store, run.id, succeeded())
     assert finished.status is RunStatus.SUCCEEDED
+
+
+async def test_delete_at_an_expected_version_checks_it_as_it_deletes(store: TaskStore) -> None:
+    task = await store.create_task(make_task())
+    await store.update_task(task.model_copy(update={"description": "v2"}), 1, reschedule=False)
+
+    # The task is at version 2: a delete expecting 1 deletes nothing, records nothing.
+    with pytest.raises(VersionConflict) as stale:
+        await store.delete_task(task.id, at=T0, expected_version=1)
+    assert (stale.value.expected, stale.value.actual) == (1, 2)
+    assert (await store.get_task(task.id)).version == 2
+    assert [v.version for v in await store.task_history(task.id, None, 10)] == [2, 1]
+    with pytest.raises(TaskNotFound):
+        await store.delete_task(uuid4(), expected_version=1)
+
+    await store.delete_task(task.id, at=T0, expected_version=2)
+    with pytest.raises(TaskNotFound):
+        await store.get_task(task.id)
+    assert [v.version for v in await store.task_history(task.id, None, 10)] == [3, 2, 1]

@@ -1,12 +1,13 @@
 """`If-Match` and `If-None-Match` on tasks, on both stores (docs/api.md, "Headers" and
-"Errors"): a stale `If-Match` is a 412 `stale-version` on PATCH and PUT alike, and
-changes nothing; `If-None-Match: *` on a task that exists is a 412
+"Errors"): a stale `If-Match` is a 412 `stale-version` on PATCH, PUT and DELETE alike,
+and changes nothing; `If-None-Match: *` on a task that exists is a 412
 `precondition-failed`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.entrypoints.helpers import assert_problem, cron_task
@@ -60,3 +61,43 @@ async def test_put_if_none_match_on_an_existing_task_is_a_412_precondition_faile
     problem = assert_problem(response, 412)
     assert problem["type"] == "urn:imbi-scheduler:problem:precondition-failed"
     assert (await api.get("/tasks/job")).json()["version"] == 2
+
+
+@pytest.mark.parametrize("if_match", ['"99"', '"1"', 'W/"1"', '"abc"', '"2", "3"'])
+async def test_delete_with_a_stale_if_match_is_a_412_and_the_task_stays(
+    api: Client, if_match: str
+) -> None:
+    task = await at_version_2(api)
+
+    response = await api.delete(f"/tasks/{task['id']}", headers={"If-Match": if_match})
+
+    assert assert_problem(response, 412)["type"] == STALE
+    assert (await api.get("/tasks/job")).json() == task
+    assert await history(api, "job") == [2, 1]
+
+
+@pytest.mark.parametrize("if_match", ['"2"', 'W/"2"', "*"])
+async def test_delete_with_the_tasks_version_deletes_it(api: Client, if_match: str) -> None:
+    task = await at_version_2(api)
+
+    response = await api.delete("/tasks/job", headers={"If-Match": if_match})
+
+    assert response.status_code == 204, response.text
+    assert (await api.get("/tasks/job")).status_code == 404
+    assert await history(api, task["id"]) == [3, 2, 1]
+
+
+async def test_delete_without_if_match_deletes_whatever_the_version(api: Client) -> None:
+    await at_version_2(api)
+
+    assert (await api.delete("/tasks/job")).status_code == 204
+    assert (await api.get("/tasks/job")).status_code == 404
+
+
+async def test_the_openapi_document_declares_if_match_on_delete(api: Client) -> None:
+    document = (await api.get("/schema/openapi.json")).json()
+    operation = document["paths"]["/tasks/{id}"]["delete"]
+
+    headers = [p["name"] for p in operation["parameters"] if p["in"] == "header"]
+    assert headers == ["If-Match"]
+    assert "412" in operation["responses"]
