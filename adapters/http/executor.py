@@ -13,7 +13,15 @@ from datetime import datetime
 import httpx
 
 from adapters.clock import SystemClock
-from adapters.http.attempts import CallResult, log_attempt, log_result, logger
+from adapters.http.attempts import (
+    Answer,
+    CallResult,
+    log_attempt,
+    log_result,
+    logger,
+    read_answer,
+    send_through_client,
+)
 from adapters.http.auth import (
     REDACTED,
     Credentials,
@@ -23,9 +31,7 @@ from adapters.http.auth import (
     credentials_for,
     redacted_header,
 )
-from adapters.http.connections import Head
-from adapters.http.failures import describe, read_excerpt, retry_after_seconds, scrub
-from adapters.http.failures import excerpt as excerpt_of
+from adapters.http.failures import describe, retry_after_seconds, scrub
 from adapters.http.guard import OutboundGuard, Resolver
 from adapters.http.heads import CachedHead, Heads
 from adapters.http.host_checks import HostChecks
@@ -44,7 +50,7 @@ from adapters.http.requests import (
 )
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
-from adapters.http.transport import Body, GuardedTransport
+from adapters.http.transport import GuardedTransport
 from application.ports import Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
@@ -52,10 +58,6 @@ from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, Notify, OAuth2ClientCredentials, Task
 
 _SECRET_HEADERS = (b"Authorization", b"Proxy-Authorization")
-
-
-# An answer: status, reason phrase, Retry-After (if any) and the excerpt of the body.
-_Answer = tuple[int, str, str | None, str]
 
 
 class HttpExecutor:
@@ -252,10 +254,12 @@ class HttpExecutor:
                     built = build_request(client, request, headers, timeout, self._sign())
                     if built.url.userinfo:
                         # httpx turns a URL's user:password into Basic auth: its own path.
-                        answer = await self._send_through_client(built, limit, credentials)
+                        answer = await send_through_client(
+                            client, built, limit, credentials.secrets
+                        )
                     else:
                         exchanged = await self._transport.exchange(built)
-                        answer = await self._read(exchanged, built, limit, credentials)
+                        answer = await read_answer(exchanged, built, limit, credentials.secrets)
         except TokenError as exc:
             return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
@@ -285,7 +289,7 @@ class HttpExecutor:
         seconds: float,
         limit: int,
         credentials: Credentials,
-    ) -> _Answer:
+    ) -> Answer:
         """`_send` for a request with a cached head (adapters/http/heads.py)."""
         content = body_bytes(request)
         sign = self._sign()
@@ -293,50 +297,7 @@ class HttpExecutor:
         make = functools.partial(cached.wire, calls, content, signed)
         assert self._transport is not None
         exchanged = await self._transport.exchange_wire(cached.key, make, timeouts(seconds))
-        return await self._read(exchanged, None, limit, credentials)
-
-    async def _read(
-        self,
-        exchanged: tuple[Head, Body],
-        request: httpx.Request | None,
-        limit: int,
-        credentials: Credentials,
-    ) -> _Answer:
-        """The answer of one exchange straight through the pool: what `AsyncClient.send`
-        does for this client (no cookies, auth or redirects to handle), without its
-        layers (docs/adr/0010). A compressed answer's excerpt is decoded by httpx."""
-        head, body = exchanged
-        try:
-            headers = head.headers
-            if any(name.lower() == b"content-encoding" for name, _ in headers):
-                response = httpx.Response(
-                    head.status_code, headers=headers, stream=body, request=request
-                )
-                excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
-            elif (arrived := body.arrived()) is not None:  # no need to iterate
-                excerpt = excerpt_of(arrived, limit, credentials.secrets)
-            else:
-                excerpt = await read_excerpt(body, limit, credentials.secrets)
-        finally:
-            await body.aclose()
-        retry_after = [value for name, value in headers if name.lower() == b"retry-after"]
-        return (
-            head.status_code,
-            head.reason.decode("ascii", errors="ignore"),
-            b", ".join(retry_after).decode("latin-1") if retry_after else None,
-            excerpt,
-        )
-
-    async def _send_through_client(
-        self, request: httpx.Request, limit: int, credentials: Credentials
-    ) -> _Answer:
-        response = await self._http().send(request, stream=True)
-        try:
-            excerpt = await read_excerpt(response.aiter_bytes(), limit, credentials.secrets)
-        finally:
-            await response.aclose()
-        retry_after = response.headers.get("Retry-After")
-        return response.status_code, response.reason_phrase, retry_after, excerpt
+        return await read_answer(exchanged, None, limit, credentials.secrets)
 
     async def _authorization(self, credentials: Credentials, timeout_seconds: float) -> str | None:
         if credentials.header is not None:
