@@ -12,7 +12,7 @@ from uuid import UUID
 from application.engine_records import OutcomeRecorder, run_fields
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
-from application.ports import Clock, Executor, TaskStore
+from application.ports import CallProgress, Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
 from domain.overlap import CANCELLED_BY_REQUEST
 from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
@@ -154,10 +154,16 @@ class RunRunner:
     async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float] | None:
         """The run's outcome and lateness; None when it was not called because its lease
         had expired before its call could start (a process paused or starved past its
-        lease): the lost-run sweep records it, and nothing is written here."""
+        lease): the lost-run sweep records it, and nothing is written here.
+
+        A call stopped by a cancel (with a reason) or by the lease's budget is recorded
+        with what the executor reported into `progress` until then: the attempts begun
+        (each counted before anything of it is sent), and the answer of the last one
+        that ended."""
         task, run = claimed.task, claimed.run
         started_at: datetime | None = None
         lateness = 0.0
+        progress = CallProgress()
         try:
             async with self._semaphore:
                 started_at = self._clock.now()
@@ -167,30 +173,41 @@ class RunRunner:
                 lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
                 async with asyncio.timeout(self._budget(claimed, started_at)):
-                    outcome = await self._executor.execute(task, run, task.last_run_at)
+                    outcome = await self._executor.execute(task, run, task.last_run_at, progress)
         except asyncio.CancelledError:
             reason = self._reasons.get(run.id)
             if reason is None:
                 raise
             _uncancel()
-            outcome = self._ended(*reason, started_at)
+            outcome = self._ended(*reason, started_at, progress)
         except TimeoutError:
-            outcome = self._ended(RunStatus.FAILED, LEASE_ERROR, started_at)
+            outcome = self._ended(RunStatus.FAILED, LEASE_ERROR, started_at, progress)
         except Exception as exc:
             log.exception("executor raised", extra=run_fields(run, lateness))
-            outcome = self._ended(RunStatus.FAILED, f"executor error ({type(exc).__name__})", None)
+            error = f"executor error ({type(exc).__name__})"
+            outcome = self._ended(RunStatus.FAILED, error, started_at, progress)
         else:
             reason = self._reasons.get(run.id)
             if reason is not None:  # the executor swallowed the cancel
                 _uncancel()
-                outcome = self._ended(*reason, started_at)
+                outcome = self._ended(*reason, started_at, progress)
         finally:
             self._cancellable.discard(run.id)
         return outcome, lateness
 
-    def _ended(self, status: RunStatus, error: str, started_at: datetime | None) -> RunOutcome:
+    def _ended(
+        self, status: RunStatus, error: str, started_at: datetime | None, progress: CallProgress
+    ) -> RunOutcome:
+        """The outcome of a call the engine stopped (or whose executor raised): the
+        reason, with what the call had made until then."""
         return RunOutcome(
-            status=status, error=error, started_at=started_at, finished_at=self._clock.now()
+            status=status,
+            attempts=progress.attempts,
+            http_status=progress.http_status,
+            response_excerpt=progress.response_excerpt,
+            error=error,
+            started_at=started_at,
+            finished_at=self._clock.now(),
         )
 
     def _lateness(self, claimed: ClaimedRun, now: datetime | None = None) -> float:

@@ -28,6 +28,7 @@ from domain.runs import ClaimedRun, Run, RunOutcome
 from domain.tasks import HttpTarget, Notify, Task
 
 __all__ = [
+    "CallProgress",
     "Clock",
     "Engine",
     "EngineObserver",
@@ -88,6 +89,25 @@ class RenderedRequest(BaseModel):
     body: JsonValue = None
 
 
+class CallProgress:
+    """What a run's call has done so far, reported by its executor as it goes: the engine
+    passes one to `Executor.execute` and reads it when it stops the call (a cancel, the
+    drain timeout, the lease's budget), so that the run it records says what was made.
+
+    `attempts` counts the attempts begun so far, each from before its request can reach
+    the target (docs/api.md, "Run": every attempt whose request has started to be sent
+    is in it); `http_status` and `response_excerpt` are those of the last attempt that
+    ended (None for one that ended without an answer, or before any ended). The engine
+    makes one per run; an executor only writes to it."""
+
+    __slots__ = ("attempts", "http_status", "response_excerpt")
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.http_status: int | None = None
+        self.response_excerpt: str | None = None
+
+
 class Executor(Protocol):
     """Performs runs: one call of a task's target, with its retries, per run."""
 
@@ -97,10 +117,22 @@ class Executor(Protocol):
         token URL). Raises InvalidRequest naming the field (e.g. "target.url")."""
         ...
 
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+    async def execute(
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        progress: CallProgress | None = None,
+    ) -> RunOutcome:
         """Call the target and report how the run ended (SUCCEEDED or FAILED, with the
         attempts, HTTP status, a response excerpt and an error). Never raises for a
-        failed call; cancellation propagates as asyncio.CancelledError."""
+        failed call; cancellation propagates as asyncio.CancelledError.
+
+        With `progress`, report into it while the call goes on: count each attempt in
+        `attempts` as it begins (before anything of it is sent), and set `http_status`
+        and `response_excerpt` as each attempt ends; what it holds when a cancel arrives
+        is what the run made until then. The outcome's `attempts` equals
+        `progress.attempts` at return."""
         ...
 
     async def render(

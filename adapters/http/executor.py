@@ -51,7 +51,7 @@ from adapters.http.requests import (
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
-from application.ports import Clock, RenderedRequest
+from application.ports import CallProgress, Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
@@ -131,7 +131,13 @@ class HttpExecutor:
             self._tokens.drop(credentials)  # the next attempt asks for a new token
         return Delivery(delivered=result.succeeded, http_status=result.status, error=result.error)
 
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+    async def execute(
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        progress: CallProgress | None = None,
+    ) -> RunOutcome:
         started = self._clock.now()
         try:
             request = self._prepare(task, run, last_run_at, started)
@@ -144,7 +150,9 @@ class HttpExecutor:
                 started_at=started,
                 finished_at=self._clock.now(),
             )
-        calls, result = await self._call(task, run, request, credentials)
+        if progress is None:
+            progress = CallProgress()
+        calls, result = await self._call(task, run, request, credentials, progress)
         error = result.error
         if error is not None and calls > 1:
             error = f"{error} (after {calls} attempts)"
@@ -207,16 +215,25 @@ class HttpExecutor:
     # -- one run ------------------------------------------------------------------
 
     async def _call(
-        self, task: Task, run: Run, request: PreparedRequest, credentials: Credentials
+        self,
+        task: Task,
+        run: Run,
+        request: PreparedRequest,
+        credentials: Credentials,
+        progress: CallProgress,
     ) -> tuple[int, CallResult]:
         """Call until success, a final failure or the retry policy's last attempt;
-        return the number of calls and how the last one ended."""
+        return the number of calls and how the last one ended. `progress` is told of
+        each call as it begins (before its token, connection or request: docs/api.md,
+        "Run") and of each answer as it ends, for a cancel that comes before the end."""
         policy = task.target.retry
         calls, attempt, refreshed = 0, 1, False
         while True:
             calls += 1
+            progress.attempts = calls
             started = time.monotonic()
             result = await self._attempt(task.target.timeout_seconds, request, credentials)
+            progress.http_status, progress.response_excerpt = result.status, result.excerpt
             log_result(task, run, calls, result, time.monotonic() - started)
             if result.status == 401 and credentials.oauth2_secret is not None and not refreshed:
                 # The token may have been revoked or expired early: one more call with a

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 
 from adapters.clock import SystemClock
-from application.ports import Clock, RenderedRequest
+from application.ports import CallProgress, Clock, RenderedRequest
 from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, NoAuth, Notify, Task
 
@@ -24,7 +24,8 @@ def _user_agent() -> str:
 class NoopExecutor:
     """Succeeds every run at once without any I/O. `render` gives the request's shape
     with the scheduler's headers; it never reads a secret, so an authorization header
-    is always "***"."""
+    is always "***". Its one pretended attempt is counted in `progress` as it begins,
+    as a real one is: a run cancelled at its cancel point made 1 attempt."""
 
     def __init__(self, clock: Clock | None = None, *, user_agent: str | None = None) -> None:
         self._clock = clock or SystemClock()
@@ -34,10 +35,20 @@ class NoopExecutor:
     def check(self, target: HttpTarget, notify: Notify | None = None) -> None:
         return None
 
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+    async def execute(
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        progress: CallProgress | None = None,
+    ) -> RunOutcome:
         started = self._clock.now()
+        if progress is not None:
+            progress.attempts += 1
         await asyncio.sleep(0)  # a cancel point, as any real call has
         self.executed += 1
+        if progress is not None:
+            progress.http_status = 200
         return RunOutcome(
             status=RunStatus.SUCCEEDED,
             attempts=1,

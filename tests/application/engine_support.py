@@ -16,7 +16,7 @@ from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
 from application.engine import TriggerLoop
 from application.engine_settings import EngineSettings
-from application.ports import Freed
+from application.ports import CallProgress, Freed
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun, Run, RunOutcome
 from domain.tasks import Task
@@ -56,18 +56,30 @@ class GatedExecutor(NoopExecutor):
         self.running = 0
         self.most = 0
 
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+    async def execute(
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        progress: CallProgress | None = None,
+    ) -> RunOutcome:
         self.running += 1
         self.most = max(self.most, self.running)
         try:
             await self.gate.wait()
-            return await super().execute(task, run, last_run_at)
+            return await super().execute(task, run, last_run_at, progress)
         finally:
             self.running -= 1
 
 
 class BrokenExecutor(NoopExecutor):
-    async def execute(self, task: Task, run: Run, last_run_at: datetime | None) -> RunOutcome:
+    async def execute(
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        progress: CallProgress | None = None,
+    ) -> RunOutcome:
         raise RuntimeError("a bug")
 
 

@@ -116,5 +116,6 @@ async def test_replace_stops_the_run_in_flight_and_calls_the_new_one(
     await cluster.advance_to(T0 + 10 * SECOND, *engines)
     old, new = by_time(await cluster.wait_runs(task, 2, what="both runs to end"))
     assert (old.status, old.error) == (RunStatus.CANCELLED, replaced_by(new.id))
+    assert old.attempts == 1  # its target received the call it was replaced in
     assert new.status is RunStatus.SUCCEEDED
     assert keys(recording_target, "/replace") == [key_of(task, T0), key_of(task, new.scheduled_for)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -9,9 +10,11 @@ import pytest
 
 from adapters.http import HttpExecutor
 from adapters.http.failures import retry_after_seconds
+from application.ports import CallProgress
 from domain.runs import RunStatus
 from tests.adapters.http.builders import FAST_RETRY, closed_port, http_task, make_run
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 
 async def test_retries_a_503_with_the_same_key(
@@ -131,6 +134,67 @@ async def test_backoff_doubles_between_attempts(
     first, second, third = (r.received_at for r in recording_target.received())
     assert second - first >= 0.09
     assert third - second >= 0.19
+
+
+async def test_a_cancel_during_an_attempt_leaves_it_counted_with_the_answer_before(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(500, b"busy"), Response(delay=60))
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY, timeout_seconds=60)
+    progress = CallProgress()
+    call = asyncio.create_task(executor.execute(task, make_run(task), None, progress))
+
+    async def second_attempt() -> bool:
+        return len(recording_target.received()) == 2
+
+    await eventually(second_attempt, "the second attempt")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert (progress.attempts, progress.http_status, progress.response_excerpt) == (
+        2,
+        500,
+        "busy",
+    )
+
+
+async def test_a_cancel_during_a_retry_wait_leaves_the_attempt_before_it(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(503, b"later"))
+    retry = {"max_attempts": 2, "backoff_seconds": 30, "max_backoff_seconds": 60}
+    task = http_task(recording_target.url("/"), retry=retry)
+    progress = CallProgress()
+    call = asyncio.create_task(executor.execute(task, make_run(task), None, progress))
+
+    async def answered() -> bool:  # set as the attempt ends, before the wait
+        return progress.http_status is not None
+
+    await eventually(answered, "the first answer")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert (progress.attempts, progress.http_status, progress.response_excerpt) == (
+        1,
+        503,
+        "later",
+    )
+    assert len(recording_target.received()) == 1
+
+
+async def test_the_outcome_counts_what_the_progress_counted(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(503), Response(200, b"done"))
+    task = http_task(recording_target.url("/"), retry=FAST_RETRY)
+    progress = CallProgress()
+    outcome = await executor.execute(task, make_run(task), None, progress)
+    assert (outcome.attempts, outcome.http_status, outcome.response_excerpt) == (2, 200, "done")
+    assert (progress.attempts, progress.http_status, progress.response_excerpt) == (
+        2,
+        200,
+        "done",
+    )
 
 
 NOW = datetime(2026, 3, 9, 6, 30, tzinfo=timezone.utc)

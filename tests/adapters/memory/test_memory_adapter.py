@@ -6,9 +6,11 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
+import pytest
+
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
-from application.ports import TaskFilter
+from application.ports import CallProgress, TaskFilter
 from domain.runs import Run, RunStatus
 from domain.tasks import BearerAuth, HttpTarget
 from domain.triggers import IntervalTrigger
@@ -94,3 +96,23 @@ async def test_noop_executor_succeeds_and_renders_without_io() -> None:
     assert request.headers["Idempotency-Key"] == f"{task.id}:{int(T0.timestamp())}"
     assert request.headers["X-Scheduler-Scheduled-For"] == "2026-03-02T12:00:00Z"
     assert (request.method, request.url) == ("POST", "http://x.test/")
+
+
+async def test_noop_executor_counts_its_attempt_before_its_cancel_point() -> None:
+    executor = NoopExecutor(FakeClock(T0))
+    task = make_task(EVERY_SECOND, target=target())
+    run = Run(
+        id=uuid4(),
+        task_id=task.id,
+        scheduled_for=T0,
+        claimed_at=T0,
+        status=RunStatus.RUNNING,
+        replica="r",
+    )
+    progress = CallProgress()
+    call = asyncio.create_task(executor.execute(task, run, None, progress))
+    await asyncio.sleep(0)  # the call runs to its cancel point
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert (progress.attempts, progress.http_status, executor.executed) == (1, None, 0)
