@@ -134,6 +134,12 @@ class CalendarService:
             if if_match is not None:
                 raise CalendarVersionConflict(name, if_match) from None
             return await self.create(calendar), 0, True
+        if _fields(current) == _fields(calendar):
+            # As for tasks, a PUT that changes nothing keeps the version (deploy
+            # pipelines PUT the same files again and again).
+            if if_match is not None and current.version != if_match:
+                raise CalendarVersionConflict(name, if_match, current.version)
+            return current, 0, False
         stored, replanned = await self._change(current.id, lambda _: calendar, if_match, actor)
         return stored, replanned, False
 

@@ -142,3 +142,15 @@ async def test_a_calendar_is_a_set_and_its_name_never_reads_as_an_id(api: Client
     )
     assert fields_of(named_as_id) == ["name"]
     assert [c["name"] for c in (await api.get("/calendars")).json()["items"]] == ["closed"]
+
+
+async def test_a_calendar_put_that_changes_nothing_keeps_its_version(api: Client) -> None:
+    body = {"name": "closed", "dates": ["2026-12-31"], "weekdays": ["SAT"]}
+
+    first = await api.put("/calendars/closed", json=body)
+    again = await api.put("/calendars/closed", json=body)
+    changed = await api.put("/calendars/closed", json=body | {"weekdays": ["SUN"]})
+
+    assert (first.status_code, again.status_code, changed.status_code) == (201, 200, 200)
+    assert [r.json()["version"] for r in (first, again, changed)] == [1, 1, 2]
+    assert again.headers["ETag"] == '"1"'
