@@ -203,8 +203,10 @@ def _expand_item(field: _Field, item: str) -> range:
             raise CronError(f"{field.name} field: {item!r} is not a valid range")
         first = _value(field, first_text)
         last = _value(field, last_text)
-        if field is _WEEKDAY and last_text.lower() == "sun" and first > 0:
-            last = 7  # SUN closing a range is the Sunday that ends the week: FRI-SUN
+        if field is _WEEKDAY and last_text.lower() == "sun" and first_text.lower() != "sun":
+            # SUN closing a range is the Sunday that ends the week: FRI-SUN, and 0-SUN
+            # is every day as 0-7 is; SUN-SUN stays Sunday alone.
+            last = 7
         if first > last:
             raise CronError(
                 f"{field.name} field: range {base} runs downward; ranges must run upward"

@@ -68,7 +68,7 @@ def expand(text: str, low: int, high: int, names: list[str] | None = None) -> se
         elif "-" in item:
             a, b = item.split("-")
             start, stop = number(a, names, first_name), number(b, names, first_name)
-            if names is WEEKDAYS and b.lower() == "sun" and start > 0:
+            if names is WEEKDAYS and b.lower() == "sun" and a.lower() != "sun":
                 stop = 7
         else:
             start = number(item, names, first_name)

@@ -87,6 +87,18 @@ FIELD_ROWS = [
         id="single-value-sunday-range-is-sunday",
     ),
     pytest.param(
+        "0 0 * * 0-SUN",
+        utc(2026, 1, 1),
+        [utc(2026, 1, 2), utc(2026, 1, 3), utc(2026, 1, 4)],
+        id="zero-to-sun-is-every-day",
+    ),
+    pytest.param(
+        "0 0 * * 0-sun/2",
+        utc(2026, 1, 1),
+        [utc(2026, 1, 3), utc(2026, 1, 4), utc(2026, 1, 6)],
+        id="zero-to-sun-with-step-counts-sun-as-7",
+    ),
+    pytest.param(
         "10-40/15 * * * *",
         utc(2026, 4, 1, 10),
         [
