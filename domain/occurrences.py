@@ -219,7 +219,12 @@ def _rolling_back(
     """A fire on a calendar date moves to the same wall time on the previous free date,
     but never before the unrolled fire before it (there it fires once, as that one)."""
     current = schedule.unbounded_next(floor, omitted)
-    previous: datetime | None = None  # unknown for the first: it is <= floor anyway
+    # The unrolled fire before the first: a roll landing before it is rolled away. Only
+    # an annotation needs it (a roll to at or before `floor` is never yielded anyway).
+    previous: datetime | None = None
+    if omitted is not None:
+        before = _last_at_or_before(_Memo(schedule), floor)
+        previous = None if before is None else before.at
     last = floor
     while current is not None:
         if current.wall.date() not in calendar:

@@ -152,6 +152,17 @@ def test_a_roll_never_passes_the_next_unrolled_fire_time() -> None:
     assert rows(backward, "2026-03-06T10:00:00", 1)[1] == ["2026-03-08 rolled_away weekend"]
 
 
+def test_the_first_occurrence_of_a_span_rolled_back_past_the_fire_before_it_is_told() -> None:
+    # Friday and Saturday are closed. From Saturday 08:00, Saturday's 09:00 would roll
+    # back to Thursday, past Friday's unrolled 09:00 (before the span): rolled away,
+    # and in the span (its place is Saturday 09:00), so the annotation says so.
+    closed = Calendar(name="closed", weekdays=["FRI", "SAT"])
+    backward = cron("0 9 * * *", "previous_business_day", "closed")
+    fires, omitted = rows(backward, "2026-03-07T08:00:00", 3, closed)
+    assert fires == ["Sun 2026-03-08 09:00", "Mon 2026-03-09 09:00", "Tue 2026-03-10 09:00"]
+    assert omitted == ["2026-03-07 rolled_away closed"]
+
+
 def test_a_roll_landing_on_an_existing_fire_time_fires_once() -> None:
     # Saturday rolls to Monday 09:00, which the schedule has already: one fire.
     trigger = cron("0 9 * * MON,SAT", "next_business_day")
