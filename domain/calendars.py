@@ -96,7 +96,9 @@ class Calendar(BaseModel):
                 "calendar_too_many_dates",
                 f"at most {MAX_DATES:,} dates, got {len(value):,}",
             )
-        return value
+        # A before validator hands pydantic a Python value, which strict validation (a
+        # request's, entrypoints/http/body.py) reads as Python: a tuple, not a list.
+        return tuple(value) if isinstance(value, list) else value
 
     @field_validator("name")
     @classmethod

@@ -315,18 +315,20 @@ class TaskSpec(_Model):
             raise ValueError(NOT_AN_ID)
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_nul(cls, data: object) -> object:
+    @model_validator(mode="after")
+    def _no_nul(self) -> TaskSpec:
         # The HTTP layer names the field first; this keeps every other way in honest.
         # A Task is made from a spec checked here or from a stored row (no store holds
-        # U+0000): checking it again cost the claim path a JSON dump of every row.
-        if cls is not TaskSpec:
-            return data
-        where = nul_at(data)
+        # U+0000): checking it again cost the claim path a JSON dump of every row. An
+        # after validator, not a before one: a before validator would have pydantic
+        # hand the whole spec over as Python objects, and a request's strict JSON
+        # validation (entrypoints/http/body.py) would then refuse RFC 3339 strings.
+        if type(self) is not TaskSpec or "\\u0000" not in self.model_dump_json():
+            return self
+        where = nul_at(self.model_dump(mode="json"))
         if where is not None:
             raise ValueError(f"{where} {NUL_MESSAGE}")
-        return data
+        return self
 
     @model_validator(mode="after")
     def _unique_tags(self) -> TaskSpec:

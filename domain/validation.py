@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 # Union members appear in pydantic's error locations under their tag or a generated
 # name; a client never wrote those, so they are dropped from the path.
@@ -34,8 +36,14 @@ class FieldError:
 
 def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
     """One `FieldError` per problem, with a dotted path ("trigger.expression")."""
+    return described(exc.errors(include_url=False), prefix)
+
+
+def described(details: Sequence[ErrorDetails], prefix: str = "") -> list[FieldError]:
+    """`field_errors` of pydantic's error details (some of them, when a caller keeps only
+    those that matter to it)."""
     errors: list[FieldError] = []
-    for error in exc.errors(include_url=False):
+    for error in details:
         parts = [prefix] if prefix else []
         previous = prefix
         for part in error["loc"]:
@@ -58,10 +66,62 @@ def field_errors(exc: ValidationError, prefix: str = "") -> list[FieldError]:
             expected = error.get("ctx", {}).get("expected_tags", "")
             parts.append(str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
             message = f"must be one of {expected}"
+        elif error["type"] in WRONG_TYPE:
+            message = wrong_type(error["type"], error["input"])
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         errors.append(FieldError(".".join(parts) or "body", message))
     return errors
+
+
+# What a member must be, by the error pydantic gives for a value of another JSON type.
+# Request bodies are validated strictly (docs/api.md, "Conventions"): a string is not a
+# number or a boolean, a number is not a boolean or an instant, 2.0 is not an integer.
+WRONG_TYPE = {
+    "bool_type": "a boolean (true or false)",
+    "bool_parsing": "a boolean (true or false)",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a string",
+    "datetime_type": 'an RFC 3339 date-time string (such as "2026-03-09T06:30:00Z")',
+    "date_type": 'a date string written YYYY-MM-DD (such as "2026-03-09")',
+    "list_type": "an array",
+    "tuple_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+
+def json_type(value: object) -> str:
+    """How a decoded JSON value's type reads in a sentence: "a string", "null", …"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return f"a number with a decimal point ({value!r})"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def wrong_type(error_type: str, value: object) -> str:
+    """The message of a member whose JSON type is not the one it must have:
+    "must be a boolean (true or false), not a string"."""
+    wanted = WRONG_TYPE[error_type]
+    if wanted == "an integer" and isinstance(value, float) and value.is_integer():
+        return f"must be an integer, written without a decimal point ({int(value)}, not {value!r})"
+    return f"must be {wanted}, not {json_type(value)}"
 
 
 NUL_MESSAGE = "must not contain the NUL character (U+0000)"

@@ -2,6 +2,12 @@
 client wrote it (`domain.validation.field_errors`) and the OpenAPI document still shows
 each body's schema.
 
+Validation is strict about JSON types (docs/api.md, "Conventions"): pydantic's strict
+mode on the JSON text, so a string is not a number or a boolean, a number is not a
+boolean or an instant, and 2.0 is not an integer; RFC 3339 strings for instants, dates,
+and strings for enums, stay what JSON has for them, and an integer is a number. Only
+requests are: what a store reads back is validated as it always was.
+
 Litestar's DTOs are its hook for decoding a body from raw bytes; these two use it for
 nothing else (no field renaming, no transfer models).
 """
@@ -19,7 +25,7 @@ from litestar.typing import FieldDefinition
 from pydantic import BaseModel, ValidationError
 
 from domain.errors import InvalidRequest
-from domain.validation import NUL_MESSAGE, field_errors, nul_at
+from domain.validation import NUL_MESSAGE, described, field_errors, nul_at
 
 if TYPE_CHECKING:  # only in signatures Litestar never inspects
     from litestar._openapi.schema_generation import SchemaCreator
@@ -97,7 +103,7 @@ class JsonBody(_Body[M]):
                 decoded = json.loads(value)  # not JSON: validation below says so
             refuse_nul(decoded)
         try:
-            return self.model_type.model_validate_json(value)
+            return self.model_type.model_validate_json(value, strict=True)
         except ValidationError as exc:
             if any(error["type"] == "json_invalid" for error in exc.errors()):
                 raise malformed(exc.errors()[0]["msg"]) from None
@@ -119,6 +125,7 @@ class MergePatchBody(_Body[M]):
         if not isinstance(patch, dict):
             raise InvalidRequest("body", "a merge patch must be a JSON object")
         refuse_nul(patch)
+        check_patch(self.model_type, patch)
         return patch
 
 
@@ -136,6 +143,36 @@ class JsonObjectBody(_Body[M]):
             raise InvalidRequest("body", "must be a JSON object")
         refuse_nul(body)
         return body
+
+
+def strictly(model: type[M], data: dict[str, Any], prefix: str = "") -> M:
+    """`data`, a JSON object already decoded (a route that validates its body in parts),
+    validated into `model` as `JsonBody` validates a body: strictly, as JSON. Raises
+    InvalidRequest naming every bad field, under `prefix` (`tasks[3]`)."""
+    try:
+        return model.model_validate_json(json.dumps(data), strict=True)
+    except ValidationError as exc:
+        raise InvalidRequest.of(field_errors(exc, prefix)) from None
+
+
+def check_patch(model: type[BaseModel], patch: dict[str, Any]) -> None:
+    """Refuse a merge patch whose members have the wrong JSON types, as `JsonBody`
+    refuses a body's: `patch` is validated strictly against `model`, the patch's schema
+    (every member optional). The merged result is validated by the use case, as a whole;
+    so here a member the patch leaves out (`missing`) is no error, and nor is a null,
+    which removes a member rather than giving it a value. Raises InvalidRequest."""
+    try:
+        model.model_validate_json(json.dumps(_without_nulls(patch)), strict=True)
+    except ValidationError as exc:
+        kept = [error for error in exc.errors(include_url=False) if error["type"] != "missing"]
+        if kept:
+            raise InvalidRequest.of(described(kept)) from None
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return value
 
 
 def malformed(reason: str) -> ClientException:

@@ -16,15 +16,19 @@ from litestar.openapi.spec import (
     Schema,
 )
 from litestar.params import BodyKwarg, PathParameter, QueryParameter
-from pydantic import ValidationError
 
 from adapters.ical import calendar_from_ics
 from application.calendars import CalendarService
 from domain.calendars import Calendar, StoredCalendar
 from domain.errors import InvalidRequest
-from domain.validation import field_errors
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, JsonObjectBody, MergePatchBody
+from entrypoints.http.body import (
+    MERGE_PATCH_JSON,
+    JsonBody,
+    JsonObjectBody,
+    MergePatchBody,
+    strictly,
+)
 from entrypoints.http.calendar_models import (
     CalendarPage,
     CalendarPatch,
@@ -165,10 +169,7 @@ class CalendarController(Controller):
     ) -> Response[CalendarResource]:
         if data.get("name", name) != name:
             raise InvalidRequest("name", "must be the name in the path, or left out")
-        try:
-            calendar = Calendar.model_validate({**data, "name": name})
-        except ValidationError as exc:
-            raise InvalidRequest.of(field_errors(exc)) from None
+        calendar = strictly(Calendar, {**data, "name": name})
         stored, _, created = await calendars.replace(
             name, calendar, expected_version(if_match), actor=actor_of(request)
         )

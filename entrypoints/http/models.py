@@ -20,7 +20,7 @@ from domain.explain import Explanation, Verdict
 from domain.history import ChangeCause, TaskVersion
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run
-from domain.tasks import HttpTarget, Task, TaskSpec
+from domain.tasks import HttpTarget, Notify, Task, TaskSpec
 from domain.triggers import Trigger
 
 
@@ -240,7 +240,12 @@ def _partial(model: type[BaseModel], name: str, **nested: Any) -> type[BaseModel
         annotation: Any = nested.get(field_name) or info.annotation
         if info.metadata and field_name not in nested:
             annotation = Annotated[(annotation, *info.metadata)]
-        fields[field_name] = (annotation | None, Field(default=None, description=info.description))
+        # A tagged union (a trigger, an auth) keeps its tag: a patch is validated too
+        # (entrypoints/http/body.py), and its errors name the member as a body's do.
+        fields[field_name] = (
+            annotation | None,
+            Field(default=None, description=info.description, discriminator=info.discriminator),
+        )
     config = ConfigDict(extra="forbid")
     partial: type[BaseModel] = create_model(name, __config__=config, **fields)
     partial.__doc__ = (
@@ -251,5 +256,7 @@ def _partial(model: type[BaseModel], name: str, **nested: Any) -> type[BaseModel
 
 
 TargetPatch = _partial(HttpTarget, "TargetPatch")
-# `trigger` and `target.auth` are replaced whole; `target` is merged member by member.
-TaskPatch = _partial(TaskSpec, "TaskPatch", target=TargetPatch)
+NotifyPatch = _partial(Notify, "NotifyPatch")
+# `trigger`, `target.auth` and `notify.auth` are replaced whole; `target` and `notify` are
+# merged member by member.
+TaskPatch = _partial(TaskSpec, "TaskPatch", target=TargetPatch, notify=NotifyPatch)

@@ -7,14 +7,14 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, post, put
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, HeaderParameter, PathParameter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from application.sync import TaskSync
 from domain.errors import InvalidRequest
 from domain.tasks import TAG_PATTERN, TaskSpec
-from domain.validation import FieldError, field_errors
+from domain.validation import FieldError
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import JsonObjectBody
+from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, errors
 from entrypoints.http.models import TaskResource
 from entrypoints.http.tasks import IfMatch, expected_version, task_response
@@ -91,10 +91,7 @@ class SyncController(Controller):
             raise InvalidRequest("name", "must be the name in the path, or left out")
         if data.get("name") is None:
             data = {**data, "name": id}
-        try:
-            spec = TaskSpec.model_validate(data)
-        except ValidationError as exc:
-            raise InvalidRequest.of(field_errors(exc)) from None
+        spec = strictly(TaskSpec, data)
         if if_none_match is not None and if_none_match.strip() != "*":
             raise InvalidRequest("If-None-Match", "only `*` is understood")
         task, created = await sync.put_task(
@@ -154,13 +151,13 @@ def parse_apply(body: dict[str, Any]) -> tuple[list[TaskSpec], ApplyRequest]:
         items = []
     for i, item in enumerate(items):
         try:
-            specs.append(TaskSpec.model_validate(item))
-        except ValidationError as exc:
-            problems.extend(field_errors(exc, prefix=f"tasks[{i}]"))
+            specs.append(strictly(TaskSpec, item, prefix=f"tasks[{i}]"))
+        except InvalidRequest as exc:
+            problems.extend(exc.errors)
     try:
-        rest = ApplyRequest.model_validate({**body, "tasks": []})
-    except ValidationError as exc:
-        problems.extend(field_errors(exc))
+        rest = strictly(ApplyRequest, {**body, "tasks": []})
+    except InvalidRequest as exc:
+        problems.extend(exc.errors)
     if problems:
         raise InvalidRequest.of(problems)
     return specs, rest

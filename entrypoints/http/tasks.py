@@ -28,6 +28,7 @@ from entrypoints.http.models import (
     TaskResource,
 )
 from entrypoints.http.problems import PreconditionFailed
+from entrypoints.http.query import boolean_query
 
 TaskRef = Annotated[str, PathParameter(description="The task's id or its name.")]
 Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
@@ -91,6 +92,7 @@ class TaskController(Controller):
 
     @get(
         "/",
+        guards=[boolean_query("enabled")],
         operation_id="listTasks",
         summary="List tasks",
         description=(
@@ -261,6 +263,7 @@ class TaskController(Controller):
 
     @get(
         "/{id:str}/upcoming",
+        guards=[boolean_query("annotate")],
         operation_id="listUpcoming",
         summary="The next fire times",
         description="Un-jittered occurrences, at most 100.",
