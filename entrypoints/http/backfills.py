@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from application.backfills import BackfillService
 from domain.backfills import Backfill, BackfillOverlap, BackfillRequest, BackfillState
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import JsonBody
+from entrypoints.http.body import JsonBody, refuse_body
 from entrypoints.http.docs import errors
 from entrypoints.http.models import RunResource, UtcDatetime
 
@@ -153,6 +153,7 @@ class BackfillController(Controller):
     @post(
         "/backfills/{id:str}/cancel",
         status_code=202,
+        before_request=refuse_body,
         operation_id="cancelBackfill",
         summary="Cancel a backfill",
         description="Its queued runs end `cancelled` uncalled; its running ones are asked "

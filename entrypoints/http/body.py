@@ -25,9 +25,10 @@ from litestar.typing import FieldDefinition
 from pydantic import BaseModel, ValidationError
 
 from domain.errors import InvalidRequest
-from domain.validation import NUL_MESSAGE, described, field_errors, nul_at
+from domain.validation import NUL_MESSAGE, FieldError, described, field_errors, json_type, nul_at
 
 if TYPE_CHECKING:  # only in signatures Litestar never inspects
+    from litestar import Request
     from litestar._openapi.schema_generation import SchemaCreator
     from litestar.openapi.spec import Reference, Schema
 
@@ -173,6 +174,38 @@ def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _without_nulls(item) for key, item in value.items() if item is not None}
     return value
+
+
+async def refuse_body(request: Request[Any, Any, Any]) -> None:
+    """The `before_request` hook of a route that takes no body (docs/api.md, "No body").
+
+    An empty body, or `{}`, is no body: many clients send one, whatever its Content-Type.
+    Anything else is read as a body would be (415 for another Content-Type than JSON,
+    400 for text that is not JSON), and then refused before anything is done: a 422
+    naming each member ("unknown field", as in every body), or `body` for a value that
+    is not an object. So a misspelt option never silently does nothing."""
+    raw = await request.body()
+    if not raw.strip():
+        return
+    header = request.headers.get("content-type")
+    media_type = None if header is None else header.split(";", 1)[0].strip().lower()
+    if media_type not in (None, JSON):
+        raise ClientException(
+            status_code=415, detail=f"unsupported Content-Type {media_type!r}; send no body"
+        )
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise malformed(str(exc)) from None
+    if not isinstance(body, dict):
+        raise InvalidRequest(
+            "body", f"this request takes no body: send none, or {{}}, not {json_type(body)}"
+        )
+    refuse_nul(body)
+    if body:
+        raise InvalidRequest.of(
+            [FieldError(name, "unknown field (this request takes no body)") for name in body]
+        )
 
 
 def malformed(reason: str) -> ClientException:

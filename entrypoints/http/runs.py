@@ -13,6 +13,7 @@ from litestar.params import PathParameter, QueryParameter
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
 from domain.runs import RunStatus
+from entrypoints.http.body import refuse_body
 from entrypoints.http.docs import errors
 from entrypoints.http.models import RunPage, RunResource
 
@@ -101,6 +102,7 @@ class RunController(Controller):
     @post(
         "/{id:str}/cancel",
         status_code=202,
+        before_request=refuse_body,
         operation_id="cancelRun",
         summary="Cancel a running run",
         description="Cooperative: whichever replica runs it stops the call and records "

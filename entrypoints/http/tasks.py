@@ -14,7 +14,7 @@ from application.scheduling import SchedulingService
 from domain.runs import RunStatus
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import MUTATION, actor_of
-from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody
+from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody, refuse_body
 from entrypoints.http.docs import ETAG, LOCATION, errors
 from entrypoints.http.models import (
     ExplainAnswer,
@@ -177,6 +177,7 @@ class TaskController(Controller):
     @post(
         "/{id:str}/pause",
         status_code=200,
+        before_request=refuse_body,
         operation_id="pauseTask",
         summary="Pause (disable) a task",
         description="Sets `enabled` to false; `next_run_at` becomes null. A paused task "
@@ -195,6 +196,7 @@ class TaskController(Controller):
     @post(
         "/{id:str}/resume",
         status_code=200,
+        before_request=refuse_body,
         operation_id="resumeTask",
         summary="Resume (enable) a task",
         description="Sets `enabled` to true, resets `consecutive_failures` and plans the next "
@@ -213,6 +215,7 @@ class TaskController(Controller):
     @post(
         "/{id:str}/dry-run",
         status_code=200,
+        before_request=refuse_body,
         opt={MUTATION: False},
         operation_id="dryRunTask",
         summary="Render the next run's request without sending it",
@@ -228,6 +231,7 @@ class TaskController(Controller):
     @post(
         "/{id:str}/runs",
         status_code=202,
+        before_request=refuse_body,
         operation_id="fireTask",
         summary="Fire now, outside the schedule",
         description="A manual run, also for a paused task; `skipped` at max_running_instances.",

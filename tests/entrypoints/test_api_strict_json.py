@@ -1,11 +1,12 @@
 """Strict JSON types in request bodies (docs/api.md, "Conventions": "Strict JSON types",
-"Query booleans"), found by an outside audit: a wrong JSON type was once
+"No body", "Query booleans"), found by an outside audit: a wrong JSON type was once
 converted ("false" stored false, "30" stored 30, 1700000000 read as an epoch instant).
 Each is now a 422 naming the member as the client wrote it, with nothing written, on
 both stores; every documented form of a field still works."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from litestar.testing import AsyncTestClient
@@ -247,6 +248,42 @@ async def test_the_other_bodies_keep_their_documented_forms(api: Client) -> None
     assert (await api.put("/calendars/c", json=calendar)).status_code == 201
     patched = await api.patch("/calendars/c", json={"description": None, "weekdays": ["mon"]})
     assert patched.json()["weekdays"] == ["MON"]
+
+
+async def test_a_body_on_a_request_that_takes_none_is_a_422_and_nothing_happens(
+    api: Client,
+) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+    for path in ("/tasks/t1/runs", "/tasks/t1/pause", "/tasks/t1/resume", "/tasks/t1/dry-run"):
+        problem = assert_problem(await api.post(path, json={"x": 1, "force": True}), 422)
+        assert fields(problem) == ["x", "force"], path
+        assert problem["errors"][0]["message"] == "unknown field (this request takes no body)"
+        problem = assert_problem(await api.post(path, json=[1]), 422)
+        assert fields(problem) == ["body"]
+        assert_problem(await api.post(path, content=b"x=1"), 400)
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        assert_problem(await api.post(path, content=b"x=1", headers=form), 415)
+    run_id = "00000000-0000-4000-8000-000000000000"
+    for path in (f"/runs/{run_id}/cancel", f"/backfills/{run_id}/cancel"):
+        problem = assert_problem(await api.post(path, json={"x": 1}), 422)
+        assert fields(problem) == ["x"], path
+
+    assert (await api.get("/tasks/t1/runs")).json()["items"] == []
+    task = (await api.get("/tasks/t1")).json()
+    assert task["enabled"] is True
+    assert task["version"] == 1
+
+
+async def test_an_empty_body_or_an_empty_object_is_no_body(api: Client) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+    form = {"content-type": "application/x-www-form-urlencoded"}
+
+    assert (await api.post("/tasks/t1/pause", content=b"")).status_code == 200
+    assert (await api.post("/tasks/t1/resume", json={})).status_code == 200
+    assert (await api.post("/tasks/t1/dry-run", content=b" {} ")).status_code == 200
+    assert (await api.post("/tasks/t1/pause", content=b"", headers=form)).status_code == 200
+    fired = await api.post("/tasks/t1/runs", content=json.dumps({}).encode())
+    assert fired.status_code == 202
 
 
 async def test_query_booleans_are_true_or_false_spelt_so(api: Client) -> None:
