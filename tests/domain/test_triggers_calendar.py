@@ -9,20 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from domain.triggers import TRIGGER_ADAPTER, CalendarTrigger, fire_times
+from tests.domain.cron_support import utc
 
 UTC = timezone.utc
-
-
-def utc(
-    year: int,
-    month: int,
-    day: int,
-    hour: int = 0,
-    minute: int = 0,
-    second: int = 0,
-    microsecond: int = 0,
-) -> datetime:
-    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 def calendar(**fields: Any) -> CalendarTrigger:

@@ -9,21 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from domain.triggers import TRIGGER_ADAPTER, IntervalTrigger, fire_times
+from tests.domain.cron_support import utc
 
 UTC = timezone.utc
 NY = "America/New_York"
-
-
-def utc(
-    year: int,
-    month: int,
-    day: int,
-    hour: int = 0,
-    minute: int = 0,
-    second: int = 0,
-    microsecond: int = 0,
-) -> datetime:
-    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

@@ -8,21 +8,10 @@ import pytest
 from pydantic import ValidationError
 
 from domain.triggers import TRIGGER_ADAPTER, OneShotTrigger, fire_times
+from tests.domain.cron_support import utc
 
 UTC = timezone.utc
 NY = "America/New_York"
-
-
-def utc(
-    year: int,
-    month: int,
-    day: int,
-    hour: int = 0,
-    minute: int = 0,
-    second: int = 0,
-    microsecond: int = 0,
-) -> datetime:
-    return datetime(year, month, day, hour, minute, second, microsecond, tzinfo=UTC)
 
 
 RUN_AT = utc(2026, 5, 1, 12)
