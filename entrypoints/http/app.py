@@ -24,6 +24,7 @@ from entrypoints.http.health import HEALTH_HANDLERS, Readiness
 from entrypoints.http.nul import nul_guard
 from entrypoints.http.preview import TriggerController
 from entrypoints.http.problems import EXCEPTION_HANDLERS
+from entrypoints.http.query import known_query
 from entrypoints.http.runs import RunController
 from entrypoints.http.sync import SyncController
 from entrypoints.http.tasks import TaskController
@@ -87,7 +88,7 @@ def create_app(
             TriggerController,
             CalendarController,
         ],
-        guards=[bearer_guard(settings.grants, limiter), nul_guard],
+        guards=[bearer_guard(settings.grants, limiter), nul_guard, known_query],
         security=SECURITY,
     )
     return Litestar(

@@ -299,3 +299,32 @@ async def test_query_booleans_are_true_or_false_spelt_so(api: Client) -> None:
     assert (await api.get("/tasks?enabled=false")).json()["items"] == []
     assert "occurrences" in (await api.get("/tasks/t1/upcoming?annotate=true")).json()
     assert "occurrences" not in (await api.get("/tasks/t1/upcoming?annotate=false")).json()
+
+
+async def test_a_query_parameter_the_route_does_not_take_is_a_422_naming_it(api: Client) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+    await api.post("/tasks/t1/runs")
+
+    # A misspelt filter once listed everything, as if it had matched.
+    for path, name in [
+        ("/tasks?tags=x", "tags"),
+        ("/runs?state=failed", "state"),
+        ("/tasks/t1/runs?statuses=failed", "statuses"),
+        ("/tasks/t1?verbose=true", "verbose"),
+        ("/tasks/t1/upcoming?count=3&after=2030-01-01T00:00:00Z", "after"),
+        ("/events?type=run.failed", "type"),
+        ("/calendars?Limit=5", "Limit"),
+    ]:
+        problem = assert_problem(await api.get(path), 422)
+        assert fields(problem) == [name], path
+        assert "unknown query parameter" in problem["errors"][0]["message"]
+    problem = assert_problem(await api.post("/tasks/t1/pause?force=true"), 422)
+    assert fields(problem) == ["force"]
+    assert (await api.get("/tasks/t1")).json()["enabled"] is True  # nothing done
+
+    # What each route documents still works.
+    assert len((await api.get("/tasks?tag=x&enabled=true&name=t&limit=5")).json()["items"]) == 0
+    assert len((await api.get("/tasks/t1/runs?status=succeeded&limit=5")).json()["items"]) <= 1
+    listed = await api.get("/runs?task=t1&since=2020-01-01T00:00:00Z&limit=10")
+    assert listed.status_code == 200
+    assert (await api.get("/tasks/t1/upcoming?count=3&annotate=false")).status_code == 200
