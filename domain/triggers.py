@@ -132,11 +132,15 @@ class _Bounded(_Schedule):
         return getattr(self, "dst", None) or DEFAULT_DST
 
 
+CRON_EXPRESSION_LIMIT = 1000
+
+
 class CronTrigger(_Bounded):
     """Fires at the wall-clock times a cron expression names, in `timezone`."""
 
     kind: Literal["cron"] = "cron"
-    expression: str
+    # Far longer than any real schedule: a longer one is a mistake (or an attack on parse time).
+    expression: str = Field(max_length=CRON_EXPRESSION_LIMIT)
     timezone: ZoneName = "UTC"
     start_at: TriggerInstant | None = None
     end_at: TriggerInstant | None = None

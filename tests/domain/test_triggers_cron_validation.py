@@ -64,7 +64,15 @@ INVALID_EXPRESSIONS = [
     pytest.param("0 0 31 4,6 *", "day 31 never occurs in April, June", id="never-fires-31st"),
     pytest.param("0 0 30,31 2 *", "days 30, 31 never occur in February", id="never-fires-list"),
     pytest.param("0 0 0 30 2 *", "can never fire", id="never-fires-six-fields"),
+    pytest.param("0 " + ",".join(["1"] * 500) + " * * *", "at most 1000", id="over-1000-chars"),
 ]
+
+
+def test_an_expression_of_1000_characters_is_accepted() -> None:
+    expression = "0 " + ",".join(["1"] * 495) + "  * * *"
+    expression += " " * (1000 - len(expression))
+    trigger = TRIGGER_ADAPTER.validate_python({"kind": "cron", "expression": expression})
+    assert len(trigger.expression) == 1000
 
 
 @pytest.mark.parametrize(("expression", "message"), INVALID_EXPRESSIONS)
