@@ -111,8 +111,9 @@ async def explain(
 async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -> Explanation:
     """An instant before the task existed: nothing was scheduled then, but a backfill
     may have run the occurrence since, under the trigger the task was created with."""
-    versions = await store.task_history(task_id, None, 1000)  # newest first
-    first = versions[-1] if versions else None
+    # Versions count from 1, one per change: version 1 is the only one before version 2.
+    versions = await store.task_history(task_id, 2, 1)
+    first = versions[0] if versions else None
     spec = None if first is None else spec_of(first)
     if first is not None and spec is not None:
         calendars = await calendars_for(store, spec.trigger, strict=False)
@@ -152,8 +153,7 @@ async def _previous_version(
     """The task as the version before `version` left it (None: none, or deleted)."""
     if version.version <= 1:
         return None
-    older = await store.task_history(task_id, None, 1000)  # newest first
-    before = [v for v in older if v.version < version.version]
+    before = await store.task_history(task_id, version.version, 1)  # the newest before it
     return spec_of(before[0]) if before else None
 
 
@@ -161,6 +161,7 @@ async def _next_version(
     store: TaskStore, task_id: UUID, version: TaskVersion
 ) -> TaskVersion | None:
     """The version after `version` (the one that resumed a paused task), if any."""
-    newer = await store.task_history(task_id, None, 1000)
+    # Versions go up by one per change: the next is the newest below version + 2.
+    newer = await store.task_history(task_id, version.version + 2, 1)
     after = [v for v in newer if v.version > version.version]
-    return after[-1] if after else None
+    return after[0] if after else None

@@ -111,3 +111,25 @@ async def test_a_run_missed_for_max_catch_up_says_so_not_the_grace(
     )
     assert (folded.verdict, [run.id for run in folded.runs]) == (Verdict.MISSED, [missed.id])
     assert folded.detail.startswith(f"missed: folded into missed run {missed.id}, claimed 120 s")
+
+
+async def test_a_pause_is_told_right_however_many_versions_came_after_it(
+    service: SchedulingService, clock: FakeClock
+) -> None:
+    # explain once read only the newest 1,000 versions and took the oldest of those for
+    # the one that resumed the task.
+    await service.create_task(task_spec(**MINUTELY), actor="deploy")
+    clock.set(T0 + 10 * SECOND)
+    await service.pause_task("minutely", actor="ops")
+    clock.set(T0 + 200 * SECOND)
+    await service.resume_task("minutely", actor="ops")
+    for n in range(1_005):
+        clock.set(T0 + 300 * SECOND + n * SECOND)
+        await service.update_task("minutely", {"description": f"edit {n}"}, actor="deploy")
+
+    answer = await service.explain("minutely", T0 + 70 * SECOND)
+
+    assert answer.detail == (
+        "not scheduled: the task was paused from 2026-03-07T12:00:10Z "
+        "to 2026-03-07T12:03:20Z by token ops"
+    )
