@@ -59,8 +59,9 @@ _MEANING = {
 
 def errors(*statuses: int, mutation: bool = True) -> dict[int, ResponseSpec]:
     """The problem-detail answers of a protected route: `statuses` plus 401 and 429 (the
-    token guard's), 403 for mutations, 500 and 503."""
-    codes = {*statuses, 401, 429, 500, 503} | ({403} if mutation else set())
+    token guard's), 422 (every route refuses a query parameter it does not take), 403
+    for mutations, 500 and 503."""
+    codes = {*statuses, 401, 422, 429, 500, 503} | ({403} if mutation else set())
     return {
         code: ResponseSpec(
             data_container=Problem,
