@@ -248,16 +248,23 @@ class SchedulingService:
         self, ref: str | UUID, count: int
     ) -> tuple[Task, AnnotatedFireTimes]:
         """The task's next `count` occurrences with their flags, from its next one, and
-        the wall-time occurrences between them that do not fire."""
+        the wall-time occurrences from now to the last of them that do not fire (a
+        holiday before the next fire time is one the task is about to skip)."""
         check_count(count)
         task = await self.get_task(ref)
         first = task.next_fire_at
+        now = truncate(self._clock.now())
         calendars = await calendars_for(self._store, task.trigger, strict=False)
         if first is None and not isinstance(task.trigger, OneShotTrigger):
-            first = first_fire_at_or_after(task.trigger, self._clock.now(), calendars)
+            first = first_fire_at_or_after(task.trigger, now, calendars)
         if first is None:
             return task, AnnotatedFireTimes()
-        return task, task.trigger.annotated(first - SECOND, count, calendars)
+        listed = task.trigger.annotated(first - SECOND, count, calendars)
+        if first > now:
+            lead = task.trigger.annotated(now - SECOND, 1, calendars)
+            ahead = [omission for omission in lead.omitted if omission.key < first]
+            listed = AnnotatedFireTimes(listed.occurrences, ahead + listed.omitted)
+        return task, listed
 
     def preview(
         self,

@@ -278,3 +278,23 @@ async def wait_for_status(service: SchedulingService, run_id: Any, status: RunSt
         while (run := await service.get_run(run_id)).status is not status:
             await asyncio.sleep(0.01)
     return run
+
+
+NIGHTLY = {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"}
+
+
+async def test_upcoming_lists_what_will_not_fire_before_the_next_fire_time(
+    service: SchedulingService,
+) -> None:
+    # 07:00 in New York on 2026-03-07; 02:30 does not exist on the 8th.
+    trigger = {**NIGHTLY, "dst": {"gap": "skip"}}
+    await service.create_task(task_spec(trigger=trigger))
+
+    _, listed = await service.upcoming_annotated("nightly", 2)
+
+    assert [o.at for o in listed.occurrences] == [
+        datetime(2026, 3, 9, 6, 30, tzinfo=UTC),
+        datetime(2026, 3, 10, 6, 30, tzinfo=UTC),
+    ]
+    # Before the first fire time, yet what a person reading "what comes next" must see.
+    assert [(o.date.isoformat(), o.reason) for o in listed.omitted] == [("2026-03-08", "dst_gap")]
