@@ -22,7 +22,10 @@ empty), and prints each round's rate; a plan the connection cached from an empty
 table's statistics shows in the rounds after the first.
 
     python bench/claim.py [--tasks N] [--url URL] [--only claims|outcomes]
-        [--batch B ...] [--claimers C ...] [--rounds R]
+        [--batch B ...] [--claimers C ...] [--rounds R] [--default-gc]
+
+Each claimer tunes its garbage collector once warmed up, as `imbi-scheduler serve` does
+(entrypoints/gc_tuning.py); `--default-gc` keeps CPython's defaults, for comparison.
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database.
@@ -52,6 +55,7 @@ from adapters.postgres import PostgresTaskStore, create_pool, initialize
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
+from entrypoints.gc_tuning import tune_garbage_collector
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -91,7 +95,7 @@ async def reset(conn: psycopg.AsyncConnection, schema: str) -> None:
 
 
 async def claim_all(
-    url: str, schema: str, batch: int, replica: str, start: Barrier
+    url: str, schema: str, batch: int, replica: str, start: Barrier, default_gc: bool
 ) -> tuple[int, float]:
     """How many occurrences this claimer claimed, and the CPU seconds it spent on them."""
     pool = create_pool(url, min_size=1, max_size=1)
@@ -99,6 +103,8 @@ async def claim_all(
     try:
         store = PostgresTaskStore(pool, schema)
         await store.claim_due(T0 - timedelta(days=1), batch, replica)  # warm up: none due
+        if not default_gc:
+            tune_garbage_collector()  # as `imbi-scheduler serve` does once started
         start.wait()
         claimed = 0
         cpu = time.process_time()
@@ -140,16 +146,24 @@ def claimer(
     replica: str,
     start: Barrier,
     out: Queue[tuple[int, float, float]],
+    default_gc: bool,
 ) -> None:
     if replica.startswith("raw"):
         claimed, cpu = asyncio.run(raw_claim_all(url, schema, batch, start))
     else:
-        claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start))
+        claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start, default_gc))
     out.put((claimed, time.perf_counter(), cpu))
 
 
 def measure(
-    url: str, schema: str, claimers: int, batch: int, count: int, *, raw: bool = False
+    url: str,
+    schema: str,
+    claimers: int,
+    batch: int,
+    count: int,
+    *,
+    raw: bool = False,
+    default_gc: bool = False,
 ) -> tuple[float, float]:
     """Occurrences per second from the moment every claimer is ready to the last one's
     end, and the claimers' CPU seconds per occurrence (the Python side of the claim path,
@@ -159,7 +173,7 @@ def measure(
     procs = [
         mp.Process(
             target=claimer,
-            args=(url, schema, batch, f"{'raw' if raw else 'bench'}:{i}", start, out),
+            args=(url, schema, batch, f"{'raw' if raw else 'bench'}:{i}", start, out, default_gc),
         )
         for i in range(claimers)
     ]
@@ -254,12 +268,16 @@ def measure_finish(url: str, schema: str, writers: int, batch: int, count: int) 
     return float(recorded / (max(end for _, end in results) - began))
 
 
-async def claim_rounds(url: str, schema: str, batch: int, count: int, rounds: int) -> None:
+async def claim_rounds(
+    url: str, schema: str, batch: int, count: int, rounds: int, default_gc: bool
+) -> None:
     """`--rounds`: one claimer and its one connection through `rounds` rounds."""
     pool = create_pool(url, min_size=1, max_size=1)
     await pool.open(wait=True)
     try:
         store = PostgresTaskStore(pool, schema)
+        if not default_gc:
+            tune_garbage_collector()
         for number in range(1, rounds + 1):
             await again(url, schema)
             claimed = 0
@@ -312,18 +330,27 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, help="one long-lived claimer, this many rounds (see above)"
     )
+    parser.add_argument(
+        "--default-gc",
+        action="store_true",
+        help="keep CPython's default garbage collector thresholds (serve tunes them)",
+    )
     args = parser.parse_args()
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     asyncio.run(prepare(args.url, schema, args.tasks))
     try:
         if args.rounds:
             batch = (args.batch or [500])[0]
-            asyncio.run(claim_rounds(args.url, schema, batch, args.tasks, args.rounds))
+            asyncio.run(
+                claim_rounds(args.url, schema, batch, args.tasks, args.rounds, args.default_gc)
+            )
             return
         for claimers in (args.claimers or CLAIMERS) if args.only != "outcomes" else ():
             for batch in args.batch or BATCHES:
                 asyncio.run(again(args.url, schema))
-                rate, cpu = measure(args.url, schema, claimers, batch, args.tasks)
+                rate, cpu = measure(
+                    args.url, schema, claimers, batch, args.tasks, default_gc=args.default_gc
+                )
                 asyncio.run(again(args.url, schema))
                 raw, _ = measure(args.url, schema, claimers, batch, args.tasks, raw=True)
                 print(

@@ -16,8 +16,9 @@ Scenarios, each in a schema of its own inside a database created for the run (so
 Engines run with their default settings (batch 100, 100 runs in flight) on the system
 clock, without metrics or log handler; `BENCH_SERVED=1` makes the steady scenario's
 replicas observe and log as `serve` wires them (Prometheus metrics, a JSON line per run
-at INFO, written to /dev/null): the all-in cost of a fire. One figure per line, `name
-value`.
+at INFO, written to /dev/null): the all-in cost of a fire. Every engine tunes its garbage
+collector once started, as `serve` does; `BENCH_DEFAULT_GC=1` keeps CPython's defaults.
+One figure per line, `name value`.
 
     python bench/engine.py [--url URL] [--scenario burst,steady,idle] [--burst 10000]
         [--steady 1000] [--idle 100000] [--seconds 30]
@@ -73,6 +74,7 @@ from bench.engine_harness import (
     percentile,
     run_replicas,
     start_target,
+    started_up,
     transactions,
 )
 from domain.events import EventStatus
@@ -118,6 +120,7 @@ def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None 
             observer,
         )
         await engine.start()
+        started_up()
         sender = None
 
         def busy() -> bool:  # as entrypoints/container.py wires the product's sender

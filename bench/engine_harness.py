@@ -40,6 +40,7 @@ from application.ports import Executor
 from domain.runs import ClaimedRun, Run
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
+from entrypoints.gc_tuning import tune_garbage_collector
 from entrypoints.logs import configure_logging
 from entrypoints.metrics import PrometheusObserver
 
@@ -52,6 +53,15 @@ POOL_SIZE = int(os.environ.get("BENCH_POOL_SIZE", "10"))
 # BENCH_SERVED=1: replica processes observe and log as `serve` wires them (Prometheus
 # metrics, INFO logging as JSON lines, written to /dev/null), for the all-in cost.
 SERVED = os.environ.get("BENCH_SERVED") == "1"
+# BENCH_DEFAULT_GC=1: engines keep CPython's default garbage collector thresholds instead
+# of tuning them once started, as `serve` does (entrypoints/gc_tuning.py).
+DEFAULT_GC = os.environ.get("BENCH_DEFAULT_GC") == "1"
+
+
+def started_up() -> None:
+    """What `serve` does once started: tune the garbage collector (unless DEFAULT_GC)."""
+    if not DEFAULT_GC:
+        tune_garbage_collector()
 
 
 def figure(name: str, value: float | int) -> None:
@@ -276,6 +286,7 @@ async def run_replica(
         observer,
     )
     await engine.start()
+    started_up()
     await asyncio.sleep(max(0.0, window[0] - time.time()))
     cpu = time.process_time()
     await asyncio.sleep(max(0.0, window[1] - time.time()))

@@ -26,6 +26,7 @@ from domain.validation import FieldError, field_errors
 from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
 from entrypoints.container import Container, build_container
+from entrypoints.gc_tuning import tune_garbage_collector
 from entrypoints.http.app import create_app
 from entrypoints.logs import configure_logging
 from entrypoints.runtime import log, running
@@ -110,6 +111,7 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
         )
         serving = uvicorn.Server(config), _listen(config)
     async with running(container, engine=engine):
+        tune_garbage_collector()  # after start-up: what it built is frozen
         if serving is not None and not stop.is_set():
             server, listener = serving
             # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
