@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from domain.triggers import TRIGGER_ADAPTER, fire_times
+from domain.triggers import TRIGGER_ADAPTER, CronTrigger, fire_times
 from tests.domain.cron_support import cron, utc
 
 INVALID_EXPRESSIONS = [
@@ -72,6 +72,7 @@ def test_an_expression_of_1000_characters_is_accepted() -> None:
     expression = "0 " + ",".join(["1"] * 495) + "  * * *"
     expression += " " * (1000 - len(expression))
     trigger = TRIGGER_ADAPTER.validate_python({"kind": "cron", "expression": expression})
+    assert isinstance(trigger, CronTrigger)
     assert len(trigger.expression) == 1000
 
 
