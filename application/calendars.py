@@ -4,6 +4,7 @@ the calendars a trigger names, which every task use case goes through."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import count
 from typing import Any, Protocol
 from uuid import UUID, uuid4
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from application.bounds import check_limit
 from application.calendar_store import CalendarStore
+from application.contention import before_retry
 from application.pagination import Page, page_of, read_cursor
 from application.patching import merge_patch
 from application.ports import Clock, TaskStore
@@ -20,9 +22,6 @@ from domain.errors import CalendarNotFound, CalendarVersionConflict, InvalidRequ
 from domain.instants import truncate
 from domain.triggers import Trigger
 from domain.validation import field_errors
-
-# Read-modify-write without If-Match retries this often on a concurrent change.
-_UPDATE_ATTEMPTS = 5
 
 
 class SchedulerStore(TaskStore, CalendarStore, Protocol):
@@ -168,7 +167,7 @@ class CalendarService:
         if_match: int | None,
         actor: str | None,
     ) -> tuple[StoredCalendar, int]:
-        for _ in range(_UPDATE_ATTEMPTS):
+        for attempt in count():
             current = await self.get(ref)
             if if_match is not None and current.version != if_match:
                 raise CalendarVersionConflict(current.name, if_match, current.version)
@@ -180,7 +179,8 @@ class CalendarService:
             except CalendarVersionConflict:
                 if if_match is not None:
                     raise
-        raise CalendarVersionConflict(str(ref), -1)
+            await before_retry(attempt, f"calendar {current.name!r}")
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
 
 def _fields(calendar: Calendar, *, json: bool = False) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from itertools import count
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from application.bounds import check_count, check_limit, in_range
 from application.calendars import SchedulerStore, calendars_for, check_named
+from application.contention import before_retry
 from application.explain import explain, explainable
 from application.history import task_history
 from application.pagination import Page
@@ -49,9 +51,6 @@ from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import TRIGGER_ADAPTER, Calendars, OneShotTrigger, Trigger
 from domain.validation import field_errors
-
-# Read-modify-write of pause/resume/patch retries this often on a concurrent change.
-_UPDATE_ATTEMPTS = 5
 
 
 class SchedulingService:
@@ -128,7 +127,7 @@ class SchedulingService:
         VersionConflict (stale `if_match`), TaskNotFound, DuplicateTaskName."""
         if not isinstance(patch, dict):
             raise InvalidRequest("body", "a merge patch must be a JSON object")
-        for _ in range(_UPDATE_ATTEMPTS):
+        for attempt in count():
             task = await self.get_task(ref)
             if if_match is not None and task.version != if_match:
                 raise VersionConflict(task.id, if_match, task.version)
@@ -144,7 +143,8 @@ class SchedulingService:
             except VersionConflict:
                 if if_match is not None:
                     raise
-        raise VersionConflict(task.id, task.version)
+            await before_retry(attempt, f"task {task.name!r}")
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
     async def pause_task(self, ref: str | UUID, *, actor: str | None = None) -> Task:
         return await self._set_enabled(ref, enabled=False, actor=actor)
@@ -313,7 +313,7 @@ class SchedulingService:
     async def _set_enabled(
         self, ref: str | UUID, *, enabled: bool, actor: str | None = None
     ) -> Task:
-        for _ in range(_UPDATE_ATTEMPTS):
+        for attempt in count():
             task = await self.get_task(ref)
             if task.enabled is enabled:
                 return task
@@ -321,8 +321,8 @@ class SchedulingService:
             try:
                 return await self._save(task, spec, actor)
             except VersionConflict:
-                continue
-        raise VersionConflict(task.id, task.version)
+                await before_retry(attempt, f"task {task.name!r}")
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
     async def _save(self, current: Task, spec: TaskSpec, actor: str | None = None) -> Task:
         """Write `spec` over `current`, rescheduling when what decides the schedule changed."""

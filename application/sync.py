@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import count
 from typing import TYPE_CHECKING
 
 from application.calendars import SchedulerStore, stored_calendars
+from application.contention import before_retry
 from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskUpdate
 from domain.errors import (
     DuplicateTaskName,
@@ -32,8 +34,6 @@ from domain.validation import FieldError
 if TYPE_CHECKING:
     from application.scheduling import SchedulingService
 
-# A concurrent change between reading and writing retries the whole request this often.
-_ATTEMPTS = 5
 _PAGE = 500
 
 
@@ -74,7 +74,7 @@ class TaskSync:
         PreconditionNotMet when `If-None-Match: *` does not (the task exists),
         InvalidRequest."""
         self._executor.check(spec.target, spec.notify)
-        for _ in range(_ATTEMPTS):
+        for attempt in count():
             now = truncate(self._clock.now())
             try:
                 current = await self._store.get_task_by_name(spec.name)
@@ -93,7 +93,9 @@ class TaskSync:
                     task = self._service.new_task(spec, now, calendars)
                     return await self._store.create_task(task, actor=actor), True
                 except DuplicateTaskName:
-                    continue  # created meanwhile: replace it instead
+                    # Created meanwhile: replace it instead.
+                    await before_retry(attempt, f"task {spec.name!r}")
+                    continue
             if if_none_match:
                 raise PreconditionNotMet(f"a task named {spec.name!r} exists (If-None-Match: *)")
             if if_match is not None and current.version != if_match:
@@ -112,7 +114,8 @@ class TaskSync:
                     raise VersionConflict(
                         spec.name, if_match, detail=f"task {spec.name!r} changed meanwhile"
                     ) from None
-        raise VersionConflict(spec.name, -1)
+            await before_retry(attempt, f"task {spec.name!r}")
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
     async def apply(
         self,
@@ -135,7 +138,7 @@ class TaskSync:
             seen[spec.name] = i
             with _prefixed(i):
                 self._executor.check(spec.target, spec.notify)
-        for _ in range(_ATTEMPTS):
+        for attempt in count():
             now = truncate(self._clock.now())
             stored = {task.name: task for task in await self._all_tasks()}
             # Every calendar the specs name, in one read; one not stored is a 422 on
@@ -170,9 +173,11 @@ class TaskSync:
             try:
                 await self._store.apply_tasks(created, updated, deleted, at=now, actor=actor)
             except (VersionConflict, DuplicateTaskName, TaskNotFound):
-                continue  # a task changed meanwhile: read again, decide again
+                # A task changed meanwhile: read again, decide again.
+                await before_retry(attempt, "the task list")
+                continue
             return result
-        raise VersionConflict("apply", -1)
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
     async def _all_tasks(self) -> list[Task]:
         tasks: list[Task] = []

@@ -46,6 +46,17 @@ class VersionConflict(SchedulerError):
         self.actual = actual
 
 
+class WriteContended(SchedulerError):
+    """A write without If-Match lost to concurrent writers of the same row every time it
+    tried (application/contention.py): nothing of it was written; retrying is safe."""
+
+    def __init__(self, what: str, attempts: int) -> None:
+        super().__init__(
+            f"{what} was changed by other requests during each of {attempts} attempts to "
+            "write it; nothing was changed, retry shortly"
+        )
+
+
 class PreconditionNotMet(SchedulerError):
     """A conditional write whose condition does not hold: `If-Match` naming a task that
     does not exist, `If-None-Match: *` naming one that does."""

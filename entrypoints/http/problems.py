@@ -26,6 +26,7 @@ from domain.errors import (
     StoreUnavailable,
     TaskNotFound,
     VersionConflict,
+    WriteContended,
 )
 from domain.validation import FieldError, field_errors
 
@@ -149,6 +150,10 @@ def store_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Respon
     )
 
 
+def contended(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    return problem(503, "contended", str(exc), headers={"Retry-After": "1"})
+
+
 def not_ready(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     assert isinstance(exc, NotReady)
     return problem(503, "not-ready", str(exc), extra={"checks": exc.checks})
@@ -190,6 +195,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationError: invalid_model,
     ValidationException: invalid_parameter,
     StoreUnavailable: store_unavailable,
+    WriteContended: contended,
     NotReady: not_ready,
     HTTPException: http_error,
     Exception: internal_error,
