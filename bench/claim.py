@@ -121,7 +121,7 @@ async def claim_all(
 RAW_CLAIM = """
 WITH due AS (
     SELECT id FROM {}.tasks WHERE enabled AND next_run_at <= %(now)s
-    ORDER BY next_run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    ORDER BY next_run_at, id LIMIT %(limit)s FOR NO KEY UPDATE SKIP LOCKED
 )
 UPDATE {}.tasks AS t SET next_run_at = t.next_run_at + interval '1 hour'
 FROM due WHERE t.id = due.id

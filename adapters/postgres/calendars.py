@@ -76,7 +76,7 @@ _STATEMENTS = {
     "lock_tasks": "SELECT id, trigger::text AS trigger, enabled, jitter_seconds, next_fire_at,"
     " last_run_at FROM {schema}.tasks WHERE id IN"
     " (SELECT task_id FROM {schema}.task_calendars WHERE calendar = %(name)s)"
-    " AND trigger -> 'calendar' ->> 'name' = %(name)s ORDER BY id FOR UPDATE",
+    " AND trigger -> 'calendar' ->> 'name' = %(name)s ORDER BY id FOR NO KEY UPDATE",
     # Their new schedules and the history versions recording them, in one statement: the
     # version's state is the row's writable fields, as update_task records them.
     "replan_tasks": "WITH r AS (SELECT * FROM unnest(%(ids)s::uuid[],"

@@ -285,13 +285,17 @@ SELECT min(next_run_at) FROM {schema}.tasks WHERE enabled;
 
 -- claim_due --
 -- Lock the due tasks, earliest first (an index range scan of tasks_due_idx), skipping
--- the rows another claimer holds.
+-- the rows another claimer holds. `FOR NO KEY UPDATE`, the lock the claim's own UPDATE
+-- takes: it excludes every other claimer and writer of the row, but not the key-share
+-- lock a lease insert takes for its foreign key. With `FOR UPDATE`, a manual run or a
+-- queued run starting (lease lock, then lease insert) deadlocked with a claim of the
+-- same task (row lock, then lease lock) (docs/storage.md, "Lock order").
 SELECT {task_columns}
 FROM {schema}.tasks
 WHERE enabled AND next_run_at <= %(now)s
 ORDER BY next_run_at, id
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
+FOR NO KEY UPDATE SKIP LOCKED;
 
 -- lock_leases --
 -- Take the lease locks of a batch of tasks in the order given (sorted, so no deadlock).
@@ -395,7 +399,8 @@ JOIN (
 ) AS c ON c.task_id = t.id
 WHERE c.failing OR t.consecutive_failures <> 0
 ORDER BY t.id
-FOR UPDATE OF t;
+-- Not FOR UPDATE, which a lease insert's key-share lock waits on: see claim_due.
+FOR NO KEY UPDATE OF t;
 
 -- finish_runs --
 -- Record how a batch of running runs ended and free their leases. A run no longer running
