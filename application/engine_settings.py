@@ -32,7 +32,11 @@ class EngineSettings:
         record_grace: seconds `stop()` then waits for cancelled runs to be recorded.
         record_batch_size: the most outcomes one `finish_runs` transaction records.
         record_delay: seconds an outcome may wait for others to share its transaction.
-        lost_run_sweep_interval: how often runs whose lease expired are marked failed.
+        lost_run_sweep_interval: how often runs whose lease expired are marked failed,
+            and transactions stalled longer than `stalled_transaction_timeout` ended.
+        stalled_transaction_timeout: how long a transaction of this scheduler may stay
+            open before the sweep ends it (a replica stopped while it held locks);
+            zero: never.
         run_retention: runs scheduled longer ago than this are deleted.
         retention_sweep_interval: how often the retention sweep runs.
         retention_batch_size: runs deleted per statement by the retention sweep.
@@ -50,6 +54,7 @@ class EngineSettings:
     record_batch_size: int = 100
     record_delay: float = 0.005
     lost_run_sweep_interval: timedelta = timedelta(seconds=15)
+    stalled_transaction_timeout: timedelta = timedelta(seconds=30)
     run_retention: timedelta = timedelta(days=30)
     retention_sweep_interval: timedelta = timedelta(hours=1)
     retention_batch_size: int = 1000
@@ -71,6 +76,8 @@ class EngineSettings:
         for name in ("max_poll_interval", "lost_run_sweep_interval", "retention_sweep_interval"):
             if getattr(self, name) <= timedelta(0):
                 raise ValueError(f"{name} must be positive")
+        if self.stalled_transaction_timeout < timedelta(0):
+            raise ValueError("stalled_transaction_timeout must not be negative")
         if self.run_retention <= timedelta(0):
             raise ValueError("run_retention must be positive")
         if self.drain_timeout < 0 or self.record_grace < 0 or self.record_delay < 0:

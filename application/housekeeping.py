@@ -46,6 +46,8 @@ class Housekeeping:
                 self._observer.run_finished(run, 0.0)
             # Queued runs started in the slots the lost runs held: this engine calls them.
             self._runs.dispatch_all(freed.started)
+            if settings.stalled_transaction_timeout:
+                await self._store.end_stalled_transactions(settings.stalled_transaction_timeout)
             self.next_lost_sweep = now + settings.lost_run_sweep_interval
         if self.next_retention_sweep is None or now >= self.next_retention_sweep:
             cutoff = now - settings.run_retention

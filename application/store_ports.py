@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID
 
@@ -241,6 +241,14 @@ class TaskStore(Protocol):
     async def expire_lost_runs(self, now: datetime) -> list[Run]:
         """Mark RUNNING runs whose lease expired before `now` as FAILED with the error
         "replica lost", free their leases, and return them."""
+        ...
+
+    async def end_stalled_transactions(self, older_than: timedelta) -> int:
+        """End the transactions of this scheduler's other connections that have been
+        open longer than `older_than` (a replica stopped mid-transaction holds its row
+        and lease locks for as long as it is stopped, and other replicas skip those
+        tasks); return how many. Their work rolls back, uncommitted, so nothing was
+        called for it. A store without transactions ends none."""
         ...
 
     async def drop_runs_before(self, cutoff: datetime, now: datetime) -> int:

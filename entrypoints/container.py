@@ -40,6 +40,7 @@ def engine_settings(settings: Settings) -> EngineSettings:
         max_poll_interval=timedelta(seconds=settings.max_poll_interval),
         max_concurrent_runs=settings.max_concurrent_runs,
         drain_timeout=settings.drain_timeout,
+        stalled_transaction_timeout=timedelta(seconds=settings.stalled_transaction_timeout),
         run_retention=timedelta(days=settings.run_retention_days),
     )
 
@@ -102,6 +103,7 @@ class Container(containers.DeclarativeContainer):
         settings.provided.database_url,
         max_size=settings.provided.pool_size,
         name="scheduler",
+        schema=settings.provided.db_schema,
     )
     events = providers.Callable(event_rules, settings)
     memory_store = providers.Singleton(InMemoryTaskStore, events=events)

@@ -55,6 +55,13 @@ class Settings(BaseSettings):
     )
     max_concurrent_runs: int = Field(default=100, ge=1, le=100_000)
     drain_timeout: float = Field(default=30.0, ge=0, le=3600)
+    stalled_transaction_timeout: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description="seconds after which a transaction left open by a stopped replica is "
+        "ended (0: never)",
+    )
     run_retention_days: float = Field(default=30, gt=0)
     api_tokens: str = Field(default="", repr=False)
     signing_secret: str = Field(

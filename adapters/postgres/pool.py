@@ -18,6 +18,13 @@ from psycopg_pool import AsyncConnectionPool
 log = logging.getLogger(__name__)
 
 
+def application_name(schema: str) -> str:
+    """How the connections of a scheduler on `schema` name themselves to PostgreSQL
+    (`pg_stat_activity.application_name`, at most 63 bytes): what the stalled-transaction
+    sweep looks for, and what an operator sees."""
+    return f"imbi-scheduler/{schema}"[:63]
+
+
 def create_pool(
     url: str,
     *,
@@ -26,6 +33,7 @@ def create_pool(
     timeout: float = 5.0,
     check: bool = False,
     name: str | None = None,
+    schema: str | None = None,
 ) -> AsyncConnectionPool[AsyncConnection[Any]]:
     """A closed pool on `url`; the caller opens it (`await pool.open(wait=True)`) and
     closes it.
@@ -41,7 +49,12 @@ def create_pool(
     that died while idle, without a round trip. psycopg_pool also waits a doubling
     delay from one second after each failed check, so after a server restart, with
     every pooled connection dead, its check would hold the first caller for seconds.
+
+    `schema` names the connections (`application_name`) for the scheduler on it.
     """
+    kwargs: dict[str, Any] = {"autocommit": True}
+    if schema is not None:
+        kwargs["application_name"] = application_name(schema)
     return AsyncConnectionPool(
         url,
         open=False,
@@ -49,7 +62,7 @@ def create_pool(
         max_size=max_size,
         timeout=timeout,
         name=name,
-        kwargs={"autocommit": True},
+        kwargs=kwargs,
         check=AsyncConnectionPool.check_connection if check else None,
         configure=_configure,
     )

@@ -33,6 +33,7 @@ from adapters.postgres.retention import Retention
 from adapters.postgres.run_ends import RunEnds
 from adapters.postgres.run_reads import RunReads
 from adapters.postgres.run_starts import RunStarts, valid_task
+from adapters.postgres.stalls import Stalls
 from adapters.postgres.task_reads import TaskReads
 from adapters.postgres.task_writes import TaskWrites
 from domain.events import EventRules
@@ -44,7 +45,15 @@ def channels(schema: str) -> tuple[str, str]:
 
 
 class PostgresTaskStore(
-    TaskReads, TaskWrites, RunStarts, RunEnds, RunReads, Cancels, Retention, PostgresCalendars
+    TaskReads,
+    TaskWrites,
+    RunStarts,
+    RunEnds,
+    RunReads,
+    Cancels,
+    Retention,
+    Stalls,
+    PostgresCalendars,
 ):
     """Tasks, runs and leases in PostgreSQL. `pool` is opened and closed by its owner.
     `outbox` is the EventStore of the same schema; the events `events` says a claim or
