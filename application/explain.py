@@ -13,7 +13,7 @@ from uuid import UUID
 
 from application.calendars import SchedulerStore, calendars_for
 from application.history import task_id_of
-from application.ports import RunFilter, TaskStore
+from application.ports import RunFilter, RunPageKey, TaskStore
 from domain.errors import InvalidRequest
 from domain.explain import (
     Explanation,
@@ -39,6 +39,7 @@ _EXPLAIN_UNTIL = datetime(9000, 1, 1, tzinfo=UTC)
 
 # How far after an occurrence a run that folded it (coalesced, missed) is looked for.
 FOLD_WINDOW = timedelta(days=31)
+_PAGE = 500
 
 
 def explainable(instant: datetime) -> datetime:
@@ -97,11 +98,7 @@ async def explain(
         why = unscheduled_by(then, before, occurrence, spec_then.trigger, calendars_then)
         if why is not None:
             return not_scheduled(occurrence, why, then)
-        window = RunFilter(
-            task_id=task_id, since=occurrence + timedelta(seconds=1), until=occurrence + FOLD_WINDOW
-        )
-        after = [r for r in await _runs(store, window) if not r.manual]
-        later = after[-1] if after else None  # newest first: the last is the next one
+        later = await _next_scheduled_run(store, task_id, occurrence)
         if later is not None and not folded_into(spec.trigger, occurrence, later, calendars):
             later = None
     in_flight = await _in_flight(store, task_id, runs[0]) if runs else []
@@ -125,12 +122,38 @@ async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -
     return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
 
 
+async def _next_scheduled_run(
+    store: TaskStore, task_id: UUID, occurrence: datetime
+) -> Run | None:
+    """The first run not made by hand scheduled after `occurrence`, within FOLD_WINDOW.
+    Runs are listed newest first, so it is the last of its window: the window grows from
+    a minute (tenfold each time) until it holds one, and that window is read to its end,
+    a page at a time. Reading the whole FOLD_WINDOW at once found, for a task firing
+    every second, only the newest 500 runs, and took the oldest of those."""
+    span = timedelta(minutes=1)
+    while True:
+        window = RunFilter(
+            task_id=task_id, since=occurrence + timedelta(seconds=1), until=occurrence + span
+        )
+        found: Run | None = None
+        key: RunPageKey | None = None
+        while True:
+            page = await store.list_all_runs(window, key, _PAGE)
+            found = next((r for r in reversed(page) if not r.manual), found)
+            if len(page) < _PAGE:
+                break
+            key = RunPageKey(page[-1].scheduled_for, page[-1].id)
+        if found is not None or span >= FOLD_WINDOW:
+            return found
+        span = min(span * 10, FOLD_WINDOW)
+
+
 def _at(task_id: UUID, occurrence: datetime) -> RunFilter:
     return RunFilter(task_id=task_id, since=occurrence, until=occurrence)
 
 
 async def _runs(store: TaskStore, run_filter: RunFilter) -> list[Run]:
-    return await store.list_all_runs(run_filter, None, 500)
+    return await store.list_all_runs(run_filter, None, _PAGE)
 
 
 async def _in_flight(store: TaskStore, task_id: UUID, run: Run) -> list[Run]:

@@ -133,3 +133,26 @@ async def test_a_pause_is_told_right_however_many_versions_came_after_it(
         "not scheduled: the task was paused from 2026-03-07T12:00:10Z "
         "to 2026-03-07T12:03:20Z by token ops"
     )
+
+
+async def test_a_folded_occurrence_is_found_however_many_runs_came_after(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    # explain once read the newest 500 runs after the occurrence and took the oldest of
+    # those for the next one: a task firing every second called a folded occurrence
+    # "missed" once 500 runs had followed it.
+    every_second = {
+        **MINUTELY,
+        "trigger": {"kind": "interval", "every": 1, "anchor": T0.isoformat()},
+    }
+    await service.create_task(task_spec(**every_second, misfire_grace_seconds=None))
+    [folding] = await memory_store.claim_due(T0 + 2 * SECOND, 10, REPLICA)
+    assert folding.run.coalesced == 3
+    for n in range(3, 603):
+        await memory_store.claim_due(T0 + n * SECOND, 10, REPLICA)
+    clock.set(T0 + 700 * SECOND)
+
+    answer = await service.explain("minutely", T0 + SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0 + SECOND, Verdict.COALESCED)
+    assert [run.id for run in answer.runs] == [folding.run.id]
