@@ -122,9 +122,7 @@ async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -
     return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
 
 
-async def _next_scheduled_run(
-    store: TaskStore, task_id: UUID, occurrence: datetime
-) -> Run | None:
+async def _next_scheduled_run(store: TaskStore, task_id: UUID, occurrence: datetime) -> Run | None:
     """The first run not made by hand scheduled after `occurrence`, within FOLD_WINDOW.
     Runs are listed newest first, so it is the last of its window: the window grows from
     a minute (tenfold each time) until it holds one, and that window is read to its end,
