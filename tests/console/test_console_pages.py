@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from tests.entrypoints.helpers import cron_task, make_settings
+from tests.fixtures.waiting import eventually
 
 WRITER, READER = "writer-token", "reader-token"
 Client = AsyncTestClient[Any]
@@ -314,3 +315,30 @@ async def test_the_calendar_pages_list_calendars_their_dates_and_tasks(
     assert "a fire time on one of its dates does not fire" in task_page
     missing = await open_console.get("/ui/calendars/nope")
     assert missing.status_code == 404 and "no calendar" in missing.text
+
+
+async def test_the_task_pages_run_filter_is_kept_on_every_page(open_console: Client) -> None:
+    task = await create(open_console, cron_task("http://127.0.0.1:9/"), token=None)
+    empty = (await open_console.get("/ui/tasks/nightly-report")).text
+    assert "No runs yet." in empty and "Macro" not in empty
+    for _ in range(26):  # one more than a page; the outbound guard fails each at once
+        assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
+
+    async def all_failed() -> bool:
+        runs = (await open_console.get(f"/runs?task={task['id']}&status=failed&limit=100")).json()
+        return len(runs["items"]) == 26
+
+    await eventually(all_failed, "26 failed runs")
+    none = (await open_console.get("/ui/tasks/nightly-report?status=succeeded")).text
+    assert "No run with status succeeded." in none
+    assert '<option value="succeeded" selected>' in none
+    first = (await open_console.get("/ui/tasks/nightly-report?status=failed")).text
+    assert '<option value="failed" selected>' in first
+    older = re.search(r'rel="next" href="([^"]+)"', first)
+    assert older and "status=failed" in older.group(1)
+    second = (await open_console.get(older.group(1).replace("&amp;", "&"))).text
+    assert second.count('<a href="/ui/runs/') == 1
+    assert '<option value="failed" selected>' in second
+    newest = re.search(r'href="([^"]+)">Newest runs</a>', second)
+    assert newest and newest.group(1) == "/ui/tasks/nightly-report?status=failed"
+    assert (await open_console.get(newest.group(1))).status_code == 200
