@@ -10,13 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, Self
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
-from domain.names import NAME_PATTERN, NOT_AN_ID, reads_as_id
+from domain.names import NAME_PATTERN, unreachable_name
 
 MAX_DATES = 10_000
 # How far a roll looks for a date that is not in the calendar (docs/triggers.md).
@@ -74,6 +83,10 @@ MonthDay = Annotated[str, BeforeValidator(_month_day)]
 WeekdayName = Annotated[str, BeforeValidator(_weekday)]
 
 
+# The validation context of a calendar read back from a store (see `_reachable`).
+READ_BACK: Mapping[str, bool] = MappingProxyType({"stored": True})
+
+
 class Calendar(BaseModel):
     """A set of local dates: explicit `dates`, `yearly` month-days (`02-29` only in leap
     years, since other years have no such date) and every one of the `weekdays`."""
@@ -102,10 +115,15 @@ class Calendar(BaseModel):
 
     @field_validator("name")
     @classmethod
-    def _not_an_id(cls, value: str) -> str:
-        # Only a calendar as a client sends it (a stored one was checked when written).
-        if cls is Calendar and reads_as_id(value):
-            raise ValueError(NOT_AN_ID)
+    def _reachable(cls, value: str, info: ValidationInfo) -> str:
+        # No UUID, no dots alone (see domain/names.py). Only a calendar as a client sends
+        # it: a stored one was checked when written, or predates the rule.
+        if (
+            cls is Calendar
+            and info.context is not READ_BACK
+            and (problem := unreachable_name(value))
+        ):
+            raise ValueError(problem)
         return value
 
     @field_validator("dates", "yearly", "weekdays")
@@ -244,7 +262,9 @@ class StoredCalendar(Calendar):
 
     def value(self) -> Calendar:
         """The calendar alone, as a trigger is handed it."""
-        return Calendar.model_validate(self.model_dump(include=set(CALENDAR_FIELDS)))
+        return Calendar.model_validate(
+            self.model_dump(include=set(CALENDAR_FIELDS)), context=READ_BACK
+        )
 
 
 # The fields a client writes (POST, PUT, PATCH); the rest are the store's.

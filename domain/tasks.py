@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from domain.names import NAME_PATTERN, NOT_AN_ID, reads_as_id
+from domain.names import NAME_PATTERN, unreachable_name
 from domain.retention import MAX_HISTORY_LIMIT
 from domain.triggers import Trigger
 from domain.validation import NUL_MESSAGE, nul_at
@@ -308,12 +308,12 @@ class TaskSpec(_Model):
 
     @field_validator("name")
     @classmethod
-    def _not_an_id(cls, value: str) -> str:
+    def _reachable(cls, value: str) -> str:
         # In a task path `{id}` is an id or a name, the id first: a name that reads as
-        # an id would name a task no path reaches. Only a spec is checked (a stored
-        # task's name was checked when it was written).
-        if cls is TaskSpec and reads_as_id(value):
-            raise ValueError(NOT_AN_ID)
+        # an id, or "." / "..", would name a task no path reaches. Only a spec is checked
+        # (a stored task's name was checked when it was written, or predates the rule).
+        if cls is TaskSpec and (problem := unreachable_name(value)):
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

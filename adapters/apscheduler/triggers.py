@@ -22,7 +22,7 @@ from apscheduler import DeserializationError
 from apscheduler.abc import Trigger as APSchedulerTrigger
 
 from application.ports import Clock
-from domain.calendars import Calendar
+from domain.calendars import READ_BACK, Calendar
 from domain.claims import jitter_offset
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
@@ -130,7 +130,7 @@ class DomainTrigger(APSchedulerTrigger):
         self._first = _parse(state["first"])
         self._last = _parse(state["last"])
         self._shift = int(state["shift_ms"]) * MILLISECOND
-        held = (Calendar.model_validate(c) for c in state.get("calendars", []))
+        held = (Calendar.model_validate(c, context=READ_BACK) for c in state.get("calendars", []))
         self._calendars = {calendar.name: calendar for calendar in held}
 
     def __repr__(self) -> str:

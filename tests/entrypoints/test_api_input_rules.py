@@ -77,6 +77,32 @@ async def test_a_name_that_reads_as_an_id_cannot_be_given_by_a_rename(api: Clien
     assert (await api.get(f"/tasks/{created['id']}")).json()["name"] == "nightly-report"
 
 
+@pytest.mark.parametrize("name", [".", "..", "..."])
+async def test_a_name_of_dots_alone_is_refused_wherever_a_name_is_given(
+    api: Client, name: str
+) -> None:
+    # "/tasks/.." is resolved away by browsers and clients: no path would reach it.
+    body = cron_task("http://127.0.0.1:9/", name=name)
+    escaped = "%2E" * len(name)  # as a path segment that is not resolved away
+    existing = (await api.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).json()
+    answers = [
+        await api.post("/tasks", json=body),
+        await api.put(f"/tasks/{escaped}", json=body),
+        await api.post("/tasks/apply", json={"tasks": [body]}),
+        await api.patch(f"/tasks/{existing['id']}", json={"name": name}),
+        await api.post("/calendars", json={"name": name, "dates": ["2030-12-24"]}),
+        await api.put(f"/calendars/{escaped}", json={"name": name, "dates": ["2030-12-24"]}),
+    ]
+
+    for answer in answers:
+        assert fields_of(answer) in (["name"], ["tasks[0].name"]), answer.text
+        assert "dots alone" in answer.json()["errors"][0]["message"]
+    assert [t["name"] for t in (await api.get("/tasks")).json()["items"]] == ["nightly-report"]
+    assert (await api.get("/calendars")).json()["items"] == []
+    dotted = cron_task("http://127.0.0.1:9/", name=f"{name}a")  # dots among others are fine
+    assert (await api.post("/tasks", json=dotted)).status_code == 201
+
+
 async def test_trigger_instants_are_answered_in_utc_whole_seconds(api: Client) -> None:
     trigger = {
         "kind": "cron",
