@@ -342,3 +342,33 @@ async def test_the_task_pages_run_filter_is_kept_on_every_page(open_console: Cli
     newest = re.search(r'href="([^"]+)">Newest runs</a>', second)
     assert newest and newest.group(1) == "/ui/tasks/nightly-report?status=failed"
     assert (await open_console.get(newest.group(1))).status_code == 200
+
+
+async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: Client) -> None:
+    every_15 = {"kind": "interval", "every": 900}
+    daily = {"kind": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
+    later = {**daily, "start_at": "2031-01-01T00:00:00Z"}
+    for name, trigger in (("dense", every_15), ("daily", daily), ("later", later)):
+        await create(open_console, cron_task("http://127.0.0.1:9/", name, trigger=trigger), None)
+
+    def caption(page: str) -> str:
+        found = re.search(r"<figcaption>(.*?)</figcaption>", page)
+        assert found, "the task page has no timeline"
+        return found.group(1)
+
+    def listed(page: str) -> int:
+        return page.split('class="fire-times"')[1].split("</ol>")[0].count("<li>")
+
+    dense = (await open_console.get("/ui/tasks/dense")).text
+    # 672 fire times in the 7 days: the 100 fetched cover a day, and the caption says so.
+    assert re.fullmatch(
+        r"The first 100 fire times, up to \w{3} \d\d:\d\d — more follow; ticks at midnight, UTC\.",
+        caption(dense),
+    )
+    assert "672" not in dense
+    days = (await open_console.get("/ui/tasks/daily")).text
+    assert caption(days).startswith("7 fire times in the next 7 days, 3 more listed below;")
+    assert listed(days) == 10
+    none = (await open_console.get("/ui/tasks/later")).text
+    assert caption(none).startswith("0 fire times in the next 7 days, 10 more listed below;")
+    assert listed(none) == 10

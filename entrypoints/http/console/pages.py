@@ -20,7 +20,12 @@ from domain.errors import RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from entrypoints.http.console.forms import form_instant
-from entrypoints.http.console.pictures import STRIP_RUNS, run_strip, timeline
+from entrypoints.http.console.pictures import (
+    LISTED_FIRE_TIMES,
+    STRIP_RUNS,
+    run_strip,
+    timeline,
+)
 from entrypoints.http.console.rendering import render
 from entrypoints.http.console.words import CALENDAR_POLICY_WORDS, trigger_words
 
@@ -104,8 +109,9 @@ class ConsolePages(Controller):
             zone=task.trigger.timezone,
             definition=json.dumps(definition, indent=2, ensure_ascii=False),
             upcoming=upcoming.occurrences,
+            listed=upcoming.occurrences[:LISTED_FIRE_TIMES],
             omitted=upcoming.omitted,
-            timeline=timeline(upcoming.occurrences, task.trigger.timezone, now),
+            timeline=timeline(upcoming.occurrences, task.trigger.timezone, now, fetched=UPCOMING),
             runs=runs.items,
             next_cursor=runs.next_cursor,
             paged=cursor is not None,

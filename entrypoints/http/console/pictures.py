@@ -19,6 +19,7 @@ STRIP_RUNS = 30
 STRIP_BAR = 8  # px per run, gap included
 TIMELINE_WIDTH = 600
 TIMELINE_DAYS = 7
+LISTED_FIRE_TIMES = 10  # the task page lists this many beneath the timeline
 
 # Height says "good or bad" without colour: successes stand tall, failures hang low.
 _BAR_SHAPE = {
@@ -82,15 +83,24 @@ class Timeline:
     width: int
     days: list[Tick]
     marks: list[Mark]
-    hidden: int  # fire times beyond the window drawn
-    span_words: str
+    caption: str  # what the picture shows, in words (also its accessible name)
 
 
 def timeline(
-    occurrences: list[Occurrence], zone_name: str, now: datetime, days: int = TIMELINE_DAYS
+    occurrences: list[Occurrence],
+    zone_name: str,
+    now: datetime,
+    days: int = TIMELINE_DAYS,
+    *,
+    listed: int = LISTED_FIRE_TIMES,
+    fetched: int | None = None,
 ) -> Timeline:
     """The fire times of the next `days` days on one axis, with a tick per local midnight;
-    each mark carries the flags the trigger gave its fire time (DST, month end, calendar)."""
+    each mark carries the flags the trigger gave its fire time (DST, month end, calendar).
+
+    `occurrences` are the first `fetched` fire times (None: all there are), of which the
+    page lists the first `listed`: when all `fetched` come before the window ends the
+    picture stops at the last of them, and the caption says so."""
     zone = ZoneInfo(zone_name)
     start = now
     end = now + timedelta(days=days)
@@ -115,5 +125,24 @@ def timeline(
         for occurrence in occurrences
         if start <= occurrence.at < end
     ]
-    hidden = sum(1 for occurrence in occurrences if occurrence.at >= end)
-    return Timeline(TIMELINE_WIDTH, ticks, marks, hidden, f"the next {days} days")
+    return Timeline(
+        TIMELINE_WIDTH, ticks, marks, _caption(occurrences, marks, zone, end, days, listed, fetched)
+    )
+
+
+def _caption(
+    occurrences: list[Occurrence],
+    marks: list[Mark],
+    zone: ZoneInfo,
+    end: datetime,
+    days: int,
+    listed: int,
+    fetched: int | None,
+) -> str:
+    if fetched is not None and len(occurrences) >= fetched and occurrences[-1].at < end:
+        last = occurrences[-1].at.astimezone(zone)
+        return f"The first {len(marks)} fire times, up to {last:%a %H:%M} — more follow"
+    words = f"{len(marks)} fire time{'' if len(marks) == 1 else 's'} in the next {days} days"
+    # Only those the list below shows: the rest were fetched but are not on the page.
+    beyond = sum(1 for occurrence in occurrences[:listed] if occurrence.at >= end)
+    return f"{words}, {beyond} more listed below" if beyond else words
