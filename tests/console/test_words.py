@@ -31,6 +31,28 @@ from entrypoints.http.console.words import relative_words, trigger_words
         ({"kind": "cron", "expression": "15 */2 * * *"}, "every 2 hours, at minute 15, UTC"),
         ({"kind": "cron", "expression": "30 30 2 * * *"}, "at 02:30:30 every day, UTC"),
         ({"kind": "cron", "expression": "0 0 1 1 *"}, "cron 0 0 1 1 *, UTC"),
+        # A step that does not divide its field restarts at 0: the values are named.
+        ({"kind": "cron", "expression": "*/45 * * * *"}, "at minutes 0 and 45 past each hour, UTC"),
+        (
+            {"kind": "cron", "expression": "*/7 * * * *"},
+            "at minutes 0, 7, 14, … 56 (every 7 minutes from :00, restarting each hour), UTC",
+        ),
+        ({"kind": "cron", "expression": "*/20 * * * *"}, "every 20 minutes, UTC"),
+        (
+            {"kind": "cron", "expression": "0 */5 * * *"},
+            "at 00:00, 05:00, 10:00, 15:00 and 20:00 every day, UTC",
+        ),
+        (
+            {"kind": "cron", "expression": "30 */7 * * *"},
+            "at 00:30, 07:30, 14:30 and 21:30 every day, UTC",
+        ),
+        ({"kind": "cron", "expression": "0 */6 * * *"}, "every 6 hours, at minute 0, UTC"),
+        ({"kind": "cron", "expression": "*/15 * * * * *"}, "every 15 seconds, UTC"),
+        (
+            {"kind": "cron", "expression": "*/25 * * * * *"},
+            "at seconds 0, 25 and 50 past each minute, UTC",
+        ),
+        ({"kind": "cron", "expression": "10-50/10 * * * *"}, "cron 10-50/10 * * * *, UTC"),
         ({"kind": "interval", "every": 900}, "every 15 minutes"),
         ({"kind": "interval", "every": 3600}, "every hour"),
         ({"kind": "interval", "every": 90}, "every 90 seconds"),

@@ -42,15 +42,23 @@ def duration_words(seconds: int) -> str:
 
 
 def cron_words(expression: str) -> str:
-    """The common shapes of a cron expression in words; any other shape as written."""
+    """The common shapes of a cron expression in words; any other shape as written.
+    A step says "every N" only when N divides its field evenly (`*/45` fires at :00 and
+    :45, 15 minutes apart across the hour: its values are named instead)."""
     fields = expression.split()
     second = "0"
     if len(fields) == 6:
         second, *fields = fields
-    if len(fields) != 5 or not second.isdigit():
+    if len(fields) != 5:
         return f"cron {expression}"
     minute, hour, dom, month, dow = fields
     if month != "*":
+        return f"cron {expression}"
+    if not second.isdigit():
+        every_minute = (minute, hour, dom, dow) == ("*", "*", "*", "*")
+        steps = _step(second, 60)
+        if every_minute and steps is not None:
+            return _spread(steps, 60, "second", "minute")
         return f"cron {expression}"
     if minute.isdigit() and hour.isdigit():
         clock = f"at {int(hour):02d}:{int(minute):02d}"
@@ -60,15 +68,43 @@ def cron_words(expression: str) -> str:
     if dom == "*" and dow == "*" and hour == "*" and second == "0":
         if minute == "*":
             return "every minute"
-        if minute.startswith("*/") and minute[2:].isdigit():
-            return f"every {duration_words(60 * int(minute[2:]))}"
+        if (steps := _step(minute, 60)) is not None:
+            return _spread(steps, 60, "minute", "hour")
         if minute.isdigit():
             return f"at minute {int(minute)} of every hour"
     hourly = dom == "*" and dow == "*" and minute.isdigit() and second == "0"
-    if hourly and hour.startswith("*/") and hour[2:].isdigit():
-        step = int(hour[2:])
-        return f"every {duration_words(3600 * step)}, at minute {int(minute)}"
+    if hourly and (steps := _step(hour, 24)) is not None:
+        if 24 % steps == 0:
+            return f"every {duration_words(3600 * steps)}, at minute {int(minute)}"
+        clocks = [f"{value:02d}:{int(minute):02d}" for value in range(0, 24, steps)]
+        return f"at {_and(clocks)} every day"
     return f"cron {expression}"
+
+
+def _step(field: str, span: int) -> int | None:
+    """N of a step over the whole field (`*/N`, 0 < N < span), else None."""
+    if field.startswith("*/") and field[2:].isdigit() and 0 < int(field[2:]) < span:
+        return int(field[2:])
+    return None
+
+
+def _spread(step: int, span: int, unit: str, whole: str) -> str:
+    """A `*/step` of minutes or seconds: 'every 15 minutes' when the step divides the
+    `span`, else the values themselves, which restart at 0 each `whole`."""
+    if span % step == 0:
+        return f"every {duration_words(step * (60 if unit == 'minute' else 1))}"
+    values = [str(value) for value in range(0, span, step)]
+    if len(values) <= 4:
+        return f"at {unit}s {_and(values)} past each {whole}"
+    shown = ", ".join(values[:3])
+    return (
+        f"at {unit}s {shown}, … {values[-1]} (every {step} {unit}s from :00, "
+        f"restarting each {whole})"
+    )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _days_words(clock: str, dom: str, dow: str, expression: str) -> str:
@@ -95,8 +131,7 @@ def _weekdays(dow: str) -> str | None:
     parts = text.split(",")
     if not all(part.isdigit() and int(part) <= 7 for part in parts):
         return None
-    names = [_DAYS[int(part) % 7] for part in parts]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return _and([_DAYS[int(part) % 7] for part in parts])
 
 
 def _calendar_words(trigger: CalendarTrigger) -> str:
