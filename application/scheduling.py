@@ -233,9 +233,10 @@ class SchedulingService:
     async def get_run(self, run_id: UUID) -> Run:
         return await self._store.get_run(run_id)
 
-    async def cancel_run(self, run_id: UUID) -> Run:
-        """Ask whichever replica runs `run_id` to stop it. Raises RunNotRunning."""
-        return await self._store.request_cancel(run_id)
+    async def cancel_run(self, run_id: UUID, reason: str | None = None) -> Run:
+        """Ask whichever replica runs `run_id` to stop it, the run to end with the error
+        `reason` (None: "cancelled through the API"). Raises RunNotRunning."""
+        return await self._store.request_cancel(run_id, reason)
 
     # -- fire times -------------------------------------------------------------
 

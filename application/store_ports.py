@@ -223,10 +223,11 @@ class TaskStore(Protocol):
         one read; every id given is a key, a task without runs maps to []."""
         ...
 
-    async def request_cancel(self, run_id: UUID) -> Run:
+    async def request_cancel(self, run_id: UUID, reason: str | None = None) -> Run:
         """Mark a RUNNING run's lease as cancel-requested and notify the engines; a
-        QUEUED run is CANCELLED at once (uncalled) and returned so. Raises RunNotFound,
-        RunNotRunning (for a finished run)."""
+        QUEUED run is CANCELLED at once (uncalled) and returned so. Either ends with
+        the error `reason` (None: `domain.overlap.CANCELLED_BY_REQUEST`). Raises
+        RunNotFound, RunNotRunning (for a finished run)."""
         ...
 
     async def cancel_reasons(self, run_ids: Collection[UUID]) -> dict[UUID, str | None]:

@@ -25,6 +25,7 @@ MAX_QUEUED = 1_000
 
 # The error a run cancelled without being called records.
 CANCELLED_BY_REQUEST = "cancelled through the API"
+CANCELLED_FROM_CONSOLE = "cancelled from the console"
 CANCELLED_BY_PAUSE = "the task was paused before the run started"
 CANCELLED_BY_DELETE = "the task was deleted before the run started"
 CANCELLED_BY_POLICY = "the task's overlap became skip before the run started"

@@ -20,20 +20,21 @@ from domain.runs import Run, RunStatus
 class Cancels(MemoryStoreBase):
     """The cancel requests of `InMemoryTaskStore`."""
 
-    async def request_cancel(self, run_id: UUID) -> Run:
+    async def request_cancel(self, run_id: UUID, reason: str | None = None) -> Run:
         async with self._lock:
             run = self._run(run_id)
             if run.status is RunStatus.QUEUED:
                 cancelled = self._slots.cancel_queued(
-                    run_id, datetime.now(UTC), CANCELLED_BY_REQUEST
+                    run_id, datetime.now(UTC), reason or CANCELLED_BY_REQUEST
                 )
                 self.backfills.settle([cancelled])  # it may have been its backfill's last
                 return cancelled
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
             lease = self._leases.get(run_id)
-            if lease is not None:
+            if lease is not None and not lease.cancel_requested:  # the first reason stands
                 lease.cancel_requested = True
+                lease.cancel_reason = reason
         self.notifier.notify()
         return run
 

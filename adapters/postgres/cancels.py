@@ -17,7 +17,7 @@ from domain.runs import Run, RunStatus
 class Cancels(PostgresStoreBase):
     """The cancel requests of `PostgresTaskStore`."""
 
-    async def request_cancel(self, run_id: UUID) -> Run:
+    async def request_cancel(self, run_id: UUID, reason: str | None = None) -> Run:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._q["lock_run"], {"id": run_id})
@@ -26,10 +26,10 @@ class Cancels(PostgresStoreBase):
                 raise RunNotFound(run_id)
             run = to_run(row)
             if run.status is RunStatus.QUEUED:
-                return await self._queues.cancel_queued(conn, run)
+                return await self._queues.cancel_queued(conn, run, reason)
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
-            await conn.execute(self._q["request_cancel"], {"id": run_id})
+            await conn.execute(self._q["request_cancel"], {"id": run_id, "reason": reason})
             await self._notify(conn, self.cancel_channel, run_id)
         return run
 

@@ -510,8 +510,12 @@ CROSS JOIN LATERAL (
 ORDER BY wanted.position, recent.scheduled_for DESC, recent.id DESC;
 
 -- request_cancel --
--- Flag a run's lease so that the replica running it stops it.
-UPDATE {schema}.run_leases SET cancel_requested = true WHERE run_id = %(id)s;
+-- Flag a run's lease so that the replica running it stops it (with the error `reason`;
+-- null: the engine's default). A run asked before keeps the first reason.
+UPDATE {schema}.run_leases
+SET cancel_requested = true,
+    cancel_reason = CASE WHEN cancel_requested THEN cancel_reason ELSE %(reason)s END
+WHERE run_id = %(id)s;
 
 -- cancel_requested --
 -- Which of these runs have a cancel request on their lease.

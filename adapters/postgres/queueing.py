@@ -131,13 +131,17 @@ class Queues:
         writes = await refill(conn, self._q, self._schema, tasks, now, replica, paused)
         return writes, await writes.write(conn, self._q, now)
 
-    async def cancel_queued(self, conn: AsyncConnection[Any], run: Run) -> Run:
-        """Cancel a queued run (locked by the caller) uncalled, at this process's clock;
-        a backfill's last queued run ends its backfill."""
+    async def cancel_queued(
+        self, conn: AsyncConnection[Any], run: Run, reason: str | None = None
+    ) -> Run:
+        """Cancel a queued run (locked by the caller) uncalled, at this process's clock,
+        with the error `reason` (None: CANCELLED_BY_REQUEST); a backfill's last queued
+        run ends its backfill."""
         now = truncate(datetime.now(UTC))
-        params = {"run_ids": [run.id], "errors": [CANCELLED_BY_REQUEST], "now": now}
+        error = reason or CANCELLED_BY_REQUEST
+        params = {"run_ids": [run.id], "errors": [error], "now": now}
         await conn.execute(self._q["cancel_queued_runs"], params)
-        cancelled = run.model_copy(update=cancelled_fields(now, CANCELLED_BY_REQUEST))
+        cancelled = run.model_copy(update=cancelled_fields(now, error))
         await self.settle(conn, [cancelled])
         return cancelled
 

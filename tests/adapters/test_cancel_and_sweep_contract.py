@@ -34,6 +34,19 @@ async def test_cancel_requests(store: TaskStore) -> None:
         await store.request_cancel(uuid4())
 
 
+async def test_a_cancel_request_carries_its_reason_and_the_first_one_stands(
+    store: TaskStore,
+) -> None:
+    await store.create_task(make_task())
+    await store.create_task(make_task())
+    first, second = [c.run for c in await store.claim_due(T0, 10, REPLICA)]
+    await store.request_cancel(first.id, "cancelled from the console")
+    await store.request_cancel(first.id, "a later reason")
+    await store.request_cancel(second.id)
+    reasons = await store.cancel_reasons([first.id, second.id])
+    assert reasons == {first.id: "cancelled from the console", second.id: None}
+
+
 async def test_cancel_of_a_run_never_called_is_refused(store: TaskStore) -> None:
     await store.create_task(make_task(misfire_grace_seconds=0))
     missed = await claim_one(store, T0 + 5 * SECOND)

@@ -198,6 +198,15 @@ async def test_a_queued_run_is_cancelled_at_once_and_never_starts(store: TaskSto
     assert [c.run.id for c in freed.started] == [second.id]
 
 
+async def test_a_queued_run_cancelled_with_a_reason_records_it(store: TaskStore) -> None:
+    await add(store, "buffer_all")
+    await claim_at(store, 0)
+    queued = (await claim_at(store, 1))[0].run
+    told = await store.request_cancel(queued.id, "cancelled from the console")
+    assert (told.status, told.error) == (RunStatus.CANCELLED, "cancelled from the console")
+    assert await store.get_run(queued.id) == told
+
+
 async def test_pausing_deleting_or_skipping_cancels_the_queue(store: TaskStore) -> None:
     paused = await add(store, "buffer_all")
     deleted = await add(store, "buffer_all")

@@ -13,6 +13,7 @@ from litestar.testing import AsyncTestClient
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from tests.entrypoints.helpers import cron_task, make_settings
+from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.waiting import eventually
 
 WRITER, READER = "writer-token", "reader-token"
@@ -372,3 +373,33 @@ async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: C
     none = (await open_console.get("/ui/tasks/later")).text
     assert caption(none).startswith("0 fire times in the next 7 days, 10 more listed below;")
     assert listed(none) == 10
+
+
+async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_shown(
+    open_console: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(delay=60))  # hangs until cancelled
+    task = await create(open_console, cron_task(recording_target.url()), token=None)
+    run = (await open_console.post(f"/tasks/{task['id']}/runs")).json()
+
+    async def running() -> bool:
+        return (await open_console.get(f"/runs/{run['id']}")).json()["status"] == "running"
+
+    await eventually(running, "the run to start")
+    page = await open_console.get(f"/ui/runs/{run['id']}")
+    cancelled = await open_console.post(
+        f"/ui/runs/{run['id']}/cancel", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert cancelled.status_code == 200
+    assert "Cancel requested: the run stops shortly" in cancelled.text
+    assert 'role="status"' in cancelled.text
+
+    async def ended() -> dict[str, Any] | None:
+        answer: dict[str, Any] = (await open_console.get(f"/runs/{run['id']}")).json()
+        return answer if answer["status"] == "cancelled" else None
+
+    assert (await eventually(ended, "the run to end"))["error"] == "cancelled from the console"
+    shown = (await open_console.get(f"/ui/runs/{run['id']}")).text
+    assert re.search(r"· took (under 1|\d+) s<", shown), shown
+    assert re.search(r"· (on time|\d+ s late)<", shown), shown
+    assert not re.search(r"\d\.\d+ s", shown)

@@ -7,7 +7,12 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from domain.triggers import TRIGGER_ADAPTER
-from entrypoints.http.console.words import relative_words, trigger_words
+from entrypoints.http.console.words import (
+    lateness_words,
+    relative_words,
+    took_words,
+    trigger_words,
+)
 
 
 @pytest.mark.parametrize(
@@ -75,3 +80,11 @@ def test_relative_words() -> None:
     assert relative_words(now + timedelta(minutes=5, seconds=3), now) == "in 5 minutes"
     assert relative_words(now - timedelta(hours=1), now) == "1 hour ago"
     assert relative_words(now, now) == "now"
+
+
+def test_durations_are_whole_seconds_as_instants_are() -> None:
+    assert took_words(0) == "took under 1 s"
+    assert took_words(2) == "took 2 s"
+    assert lateness_words(0) == "on time"
+    assert lateness_words(3) == "3 s late"
+    assert lateness_words(-2) == "2 s early"

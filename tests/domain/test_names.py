@@ -15,9 +15,9 @@ from tests.fixtures.tasks import make_task, task_spec
 
 @pytest.mark.parametrize("name", [".", "..", "...", str(uuid4())])
 def test_a_name_no_path_reaches_is_refused_as_written(name: str) -> None:
-    with pytest.raises(ValidationError, match="dots alone|read as an id"):
+    with pytest.raises(ValidationError, match=r"dots alone|read as an id"):
         task_spec(name=name)
-    with pytest.raises(ValidationError, match="dots alone|read as an id"):
+    with pytest.raises(ValidationError, match=r"dots alone|read as an id"):
         Calendar(name=name)
 
 

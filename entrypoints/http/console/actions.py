@@ -19,6 +19,7 @@ from litestar.response import Redirect
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
+from domain.overlap import CANCELLED_FROM_CONSOLE
 from entrypoints.http.auth import MUTATION, FailureLimiter, actor_of, grant_of
 from entrypoints.http.console.access import (
     CSRF_FIELD,
@@ -115,7 +116,7 @@ class ConsoleActions(Controller):
         self, run_id: FromPath[str], scheduling: NamedDependency[SchedulingService]
     ) -> Redirect:
         try:
-            run = await scheduling.cancel_run(UUID(run_id))
+            run = await scheduling.cancel_run(UUID(run_id), CANCELLED_FROM_CONSOLE)
         except ValueError:
             raise RunNotFound(run_id) from None
         return Redirect(f"/ui/runs/{run.id}?done=cancel-requested", status_code=303)

@@ -27,7 +27,12 @@ from entrypoints.http.console.pictures import (
     timeline,
 )
 from entrypoints.http.console.rendering import render
-from entrypoints.http.console.words import CALENDAR_POLICY_WORDS, trigger_words
+from entrypoints.http.console.words import (
+    CALENDAR_POLICY_WORDS,
+    lateness_words,
+    took_words,
+    trigger_words,
+)
 
 PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
@@ -131,6 +136,7 @@ class ConsolePages(Controller):
         request: Request[Any, Any, Any],
         run_id: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
+        done: Annotated[str | None, QueryParameter(max_length=40)] = None,
     ) -> Response[str]:
         try:
             run = await scheduling.get_run(UUID(run_id))
@@ -140,9 +146,13 @@ class ConsolePages(Controller):
         with suppress(LookupError):  # a deleted task's runs stay readable
             task = await scheduling.get_task(run.task_id)
         zone = task.trigger.timezone if task else "UTC"
-        lateness = (run.started_at - run.scheduled_for).total_seconds() if run.started_at else None
+        lateness = (
+            lateness_words((run.started_at - run.scheduled_for).total_seconds())
+            if run.started_at
+            else None
+        )
         duration = (
-            (run.finished_at - run.started_at).total_seconds()
+            took_words((run.finished_at - run.started_at).total_seconds())
             if run.finished_at and run.started_at
             else None
         )
@@ -154,6 +164,7 @@ class ConsolePages(Controller):
             zone=zone,
             lateness=lateness,
             duration=duration,
+            done=DONE_MESSAGES.get(done or ""),
             now=_now(),
             live=run.status is RunStatus.RUNNING,
         )

@@ -171,6 +171,21 @@ def relative_words(instant: datetime, now: datetime) -> str:
     return "now"
 
 
+def lateness_words(seconds: float) -> str:
+    """Started minus scheduled, in the whole seconds instants are kept in: 'on time', '3 s late'."""
+    whole = int(seconds)
+    if whole == 0:
+        return "on time"
+    return f"{whole} s late" if whole > 0 else f"{-whole} s early"
+
+
+def took_words(seconds: float) -> str:
+    """Finished minus started, in whole seconds: both instants are truncated to the second,
+    so a zero is 'under 1 s', never '0.000 s'."""
+    whole = int(seconds)
+    return "took under 1 s" if whole < 1 else f"took {whole} s"
+
+
 # What a trigger's calendar policy does, as the task page says it.
 CALENDAR_POLICY_WORDS = {
     "exclude": "a fire time on one of its dates does not fire",
