@@ -134,7 +134,13 @@ def template_context(
 
 
 def _json_bytes(body: JsonValue) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return body_text(body).encode()
+
+
+def body_text(body: JsonValue) -> str:
+    """A target's JSON body as the call sends it: compact, in the order written, any
+    character as itself (the console's dry run shows this text)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def arrange(

@@ -3,6 +3,7 @@ filters and escaping, as a browser would meet them."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -403,3 +404,18 @@ async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_sh
     assert re.search(r"· took (under 1|\d+) s<", shown), shown
     assert re.search(r"· (on time|\d+ s late)<", shown), shown
     assert not re.search(r"\d\.\d+ s", shown)
+
+
+async def test_the_dry_run_shows_the_body_as_it_would_be_sent(open_console: Client) -> None:
+    body = {"zeta": "café & 'tea' <b>", "alpha": [1, 2]}
+    target = {"url": "http://127.0.0.1:9/", "body": body}
+    await create(open_console, cron_task("http://127.0.0.1:9/", target=target), token=None)
+    page = await open_console.get("/ui/tasks/nightly-report")
+    dry = await open_console.post(
+        "/ui/tasks/nightly-report/dry-run", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert dry.status_code == 200
+    shown = re.search(r'aria-label="The rendered request">(.*?)</pre>', dry.text, re.S)
+    assert shown and "<b>" not in shown.group(1)  # escaped, so shown as text
+    last_line = html.unescape(shown.group(1)).splitlines()[-1]
+    assert last_line == """{"zeta":"café & 'tea' <b>","alpha":[1,2]}"""

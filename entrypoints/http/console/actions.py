@@ -16,6 +16,7 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath
 from litestar.response import Redirect
 
+from adapters.http.requests import body_text
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
@@ -85,7 +86,8 @@ class ConsoleActions(Controller):
     ) -> Response[str]:
         task = await scheduling.get_task(ref)
         rendered = await scheduling.dry_run(task.id)
-        return render(request, "dry_run.html", task=task, rendered=rendered, live=False)
+        body = None if rendered.body is None else body_text(rendered.body)
+        return render(request, "dry_run.html", task=task, rendered=rendered, body=body, live=False)
 
     @post("/tasks/{ref:str}/backfill", name="console:backfill", include_in_schema=False)
     async def backfill(
