@@ -18,6 +18,7 @@ from entrypoints.http.auth import FailureLimiter, bearer_guard
 from entrypoints.http.backfills import BackfillController
 from entrypoints.http.calendars import CalendarController
 from entrypoints.http.console import console_router
+from entrypoints.http.console.errors import UNROUTED_HANDLERS
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.events import EventController
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
@@ -102,7 +103,7 @@ def create_app(
             "readiness": Provide(readiness, sync_to_thread=False),
             "observer": Provide(observer, sync_to_thread=False),
         },
-        exception_handlers=EXCEPTION_HANDLERS,
+        exception_handlers={**EXCEPTION_HANDLERS, **UNROUTED_HANDLERS},
         lifespan=[lifespan] if manage_runtime else [],
         openapi_config=openapi_config(),
         state=State({"observer": container.observer()}),

@@ -419,3 +419,32 @@ async def test_the_dry_run_shows_the_body_as_it_would_be_sent(open_console: Clie
     assert shown and "<b>" not in shown.group(1)  # escaped, so shown as text
     last_line = html.unescape(shown.group(1)).splitlines()[-1]
     assert last_line == """{"zeta":"café & 'tea' <b>","alpha":[1,2]}"""
+
+
+async def test_unknown_console_paths_and_methods_are_console_pages(open_console: Client) -> None:
+    for path, method, status in (
+        ("/ui/nonexistent", "GET", 404),
+        ("/ui/tasks/x/extra", "GET", 404),
+        ("/ui/tasks/x/pause", "GET", 405),
+    ):
+        answer = await open_console.request(method, path)
+        assert answer.status_code == status, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in answer.headers["content-security-policy"], path
+        assert answer.headers["cache-control"] == "no-store"
+        assert "Back to the tasks" in answer.text
+    assert "POST" in (await open_console.get("/ui/tasks/x/pause")).headers["allow"]
+    api = await open_console.get("/nonexistent")  # the API keeps its problem documents
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_every_page_names_its_icon_so_no_favicon_ico_is_asked_for(
+    open_console: Client,
+) -> None:
+    page = (await open_console.get("/ui/")).text
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', page)
+    assert icon and icon.group(1).startswith("/ui/static/")
+    answer = await open_console.get(icon.group(1))
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("image/svg+xml")

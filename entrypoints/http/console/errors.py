@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response
+from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.response import Redirect
 from litestar.types import ExceptionHandlersMap
 
 from entrypoints.http.console.access import LoginRequired
-from entrypoints.http.console.rendering import render
-from entrypoints.http.problems import EXCEPTION_HANDLERS
+from entrypoints.http.console.rendering import SECURITY_HEADERS, render
+from entrypoints.http.problems import EXCEPTION_HANDLERS, http_error
 
 
 def login_required(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
@@ -33,10 +34,31 @@ def error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]
         errors=content.get("errors") or [],
         live=False,
     )
-    if "retry-after" in problem.headers:
-        response.headers["Retry-After"] = problem.headers["retry-after"]
+    kept = {name.lower(): value for name, value in problem.headers.items()}
+    for name in ("Retry-After", "Allow"):
+        if name.lower() in kept:
+            response.headers[name] = kept[name.lower()]
     return response
 
+
+def unrouted(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    """An unknown path or method (found before any router, so at the app): under /ui
+    the console's error page with the console's headers, elsewhere the API's problem."""
+    path = request.url.path
+    if path != "/ui" and not path.startswith("/ui/"):
+        return http_error(request, exc)
+    response = error_page(request, exc)
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# At the app: what routing refuses before the console's router is reached.
+UNROUTED_HANDLERS: ExceptionHandlersMap = {
+    NotFoundException: unrouted,
+    MethodNotAllowedException: unrouted,
+}
 
 # Every type the API maps, so no JSON handler of an outer layer wins by the MRO.
 CONSOLE_EXCEPTION_HANDLERS: ExceptionHandlersMap = {
