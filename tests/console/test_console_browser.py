@@ -12,6 +12,7 @@ import pytest
 
 from tests.console.conftest import VIEWER, log_in
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -220,3 +221,44 @@ def test_the_task_page_links_the_calendar_it_names_and_its_dates_are_listed(
     row = page.get_by_role("row").filter(has_text=name)
     expect()(row).to_contain_text("Office closed")
     expect()(row).to_contain_text("2 (2030-12-24 to 2031-01-02)")
+
+
+@pytest.mark.parametrize("where", ["tasks", "task", "runs"])
+def test_at_1280_px_no_word_in_a_table_is_broken(
+    where: str, new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    long_url = f"/{uuid.uuid4().hex[:6]}/" + "segment-" * 20
+    body = {
+        "name": f"quarterly-reconciliation-{uuid.uuid4().hex[:6]}",
+        "tags": ["reporting", "finance"],
+        "trigger": {"kind": "cron", "expression": "*/7 * * * *"},
+        "target": {"url": target.url(long_url)},
+    }
+    task = api.post("/tasks", json=body).json()
+    target.respond(long_url, Response(503, b"unavailable"))
+    run = api.post(f"/tasks/{task['id']}/runs").json()
+    wait_for(lambda: api.get(f"/runs/{run['id']}").json()["status"] == "failed")
+    page = new_page(width=1280)
+    log_in(page)
+    page.goto({"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "runs": "/ui/runs"}[where])
+    # Each word of a cell laid out on one line: one client rect per word. A string
+    # longer than 40 characters (a URL) may still be broken to fit its column.
+    broken = page.evaluate(
+        """() => {
+          const broken = [];
+          for (const cell of document.querySelectorAll("th, td")) {
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node; (node = walker.nextNode()); ) {
+              for (const match of node.data.matchAll(/\\S+/g)) {
+                if (match[0].length > 40) continue;
+                const range = document.createRange();
+                range.setStart(node, match.index);
+                range.setEnd(node, match.index + match[0].length);
+                if (range.getClientRects().length > 1) broken.push(match[0]);
+              }
+            }
+          }
+          return broken;
+        }"""
+    )
+    assert broken == []

@@ -448,3 +448,21 @@ async def test_every_page_names_its_icon_so_no_favicon_ico_is_asked_for(
     answer = await open_console.get(icon.group(1))
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("image/svg+xml")
+
+
+async def test_without_tokens_the_login_page_says_none_is_needed(open_console: Client) -> None:
+    page = await open_console.get("/ui/login")
+    assert page.status_code == 200
+    assert "No token is needed" in page.text and 'href="/ui/"' in page.text
+    assert "asks for an API token" not in page.text and 'name="token"' not in page.text
+
+
+async def test_the_words_of_empty_lists_and_of_the_last_run(open_console: Client) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/"), token=None)
+    backfill = f"{'0' * 8}-0000-0000-0000-{'0' * 12}"
+    runs = (await open_console.get(f"/ui/runs?backfill={backfill}")).text
+    assert "No run matches these filters." in runs
+    task = (await open_console.get("/ui/tasks/nightly-report")).text
+    # The API's last_run_at counts scheduled runs only: the label says so.
+    assert "<dt>Last scheduled run</dt><dd>none yet" in task
+    assert "Run now do not count" in task

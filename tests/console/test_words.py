@@ -66,6 +66,18 @@ from entrypoints.http.console.words import (
             "at 09:00 every 2 weeks, Tokyo time",
         ),
         (
+            {"kind": "calendar", "months": 1, "hour": 9, "start_date": "2026-01-31"},
+            "at 09:00 on day 31 of every month (the last day of a shorter month), UTC",
+        ),
+        (
+            {"kind": "calendar", "months": 3, "hour": 9, "start_date": "2026-01-15"},
+            "at 09:00 on day 15 of every 3 months, UTC",
+        ),
+        (
+            {"kind": "calendar", "years": 1, "hour": 9, "start_date": "2028-02-29"},
+            "at 09:00 on 29 February every year (28 February in other years), UTC",
+        ),
+        (
             {"kind": "one_shot", "run_at": "2030-01-02T03:04:00", "timezone": "America/New_York"},
             "once, at 2030-01-02 03:04, New York time",
         ),

@@ -137,8 +137,11 @@ class ConsoleLogin(Controller):
     path = "/login"
 
     @get("/", name="console:login", include_in_schema=False)
-    async def form(self, request: Request[Any, Any, Any]) -> Response[str]:
-        return _login_page(request, 200, None)
+    async def form(
+        self, request: Request[Any, Any, Any], console_gate: NamedDependency[LoginGate]
+    ) -> Response[str]:
+        # Without tokens there is nothing to log in with: the page says so.
+        return _login_page(request, 200, None, tokens_configured=bool(console_gate.known))
 
     @post("/", name="console:login-submit", status_code=303, include_in_schema=False)
     async def submit(
@@ -168,7 +171,13 @@ class ConsoleLogin(Controller):
         return redirect
 
 
-def _login_page(request: Request[Any, Any, Any], status: int, error: str | None) -> Response[str]:
+def _login_page(
+    request: Request[Any, Any, Any],
+    status: int,
+    error: str | None,
+    *,
+    tokens_configured: bool = True,
+) -> Response[str]:
     """The login form, its CSRF token bound to the browser's login cookie."""
     secret, new = login_form_secret(request)
     response = render(
@@ -178,6 +187,7 @@ def _login_page(request: Request[Any, Any, Any], status: int, error: str | None)
         error=error,
         live=False,
         login_csrf=csrf_token_of(secret),
+        tokens_configured=tokens_configured,
     )
     if new:
         response.set_cookie(login_cookie(request, secret))

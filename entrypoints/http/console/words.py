@@ -145,7 +145,18 @@ def _calendar_words(trigger: CalendarTrigger) -> str:
     clock = f"{trigger.hour:02d}:{trigger.minute:02d}"
     if trigger.second:
         clock += f":{trigger.second:02d}"
-    return f"at {clock} every {' and '.join(parts)}"
+    every = " and ".join(parts)
+    if trigger.weeks or trigger.days:
+        return f"at {clock} every {every}"
+    # Months and years step from the first date: its day is the day of every fire, and
+    # a month without it fires on its last day (the trigger clamps, flagging it).
+    first = trigger.first_date()
+    if trigger.months:
+        clamp = " (the last day of a shorter month)" if first.day > 28 else ""
+        return f"at {clock} on day {first.day} of every {every}{clamp}"
+    leap_day = (first.month, first.day) == (2, 29)
+    clamp = " (28 February in other years)" if leap_day else ""
+    return f"at {clock} on {first.day} {first:%B} every {every}{clamp}"
 
 
 def local_time(instant: datetime, zone_name: str) -> str:
