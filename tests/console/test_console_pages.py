@@ -466,3 +466,33 @@ async def test_the_words_of_empty_lists_and_of_the_last_run(open_console: Client
     # The API's last_run_at counts scheduled runs only: the label says so.
     assert "<dt>Last scheduled run</dt><dd>none yet" in task
     assert "Run now do not count" in task
+
+
+async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
+    open_console: Client,
+) -> None:
+    for index in range(52):
+        body = cron_task("http://127.0.0.1:9/", name=f"bulk-{index:02d}", enabled=False)
+        await create(open_console, body, token=None)
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="bulk-on"), token=None)
+
+    first = (await open_console.get("/ui/?name=bulk&state=paused")).text
+    following = re.search(r'rel="next" href="([^"]+)"', first)
+    assert following
+    second = (await open_console.get(html.unescape(following.group(1)))).text
+    assert second.count('<th scope="row"') == 2  # 52 paused: 50, then 2
+    assert 'id="f-name" name="name" value="bulk"' in second
+    assert '<option value="paused" selected>' in second
+    back = re.search(r'href="([^"]+)">First page</a>', second)
+    assert back and html.unescape(back.group(1)) == "/ui/?name=bulk&state=paused"
+
+    task = (await open_console.get("/tasks/bulk-on")).json()
+    for _ in range(51):  # one more than a page of runs
+        assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
+    runs_first = (await open_console.get("/ui/runs?task=bulk-on")).text
+    older = re.search(r'rel="next" href="([^"]+)"', runs_first)
+    assert older
+    runs_second = (await open_console.get(html.unescape(older.group(1)))).text
+    assert 'id="r-task" name="task" value="bulk-on"' in runs_second
+    newest = re.search(r'href="([^"]+)">Newest runs</a>', runs_second)
+    assert newest and html.unescape(newest.group(1)) == "/ui/runs?task=bulk-on"

@@ -8,6 +8,7 @@ import json
 from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get
@@ -81,6 +82,7 @@ class ConsolePages(Controller):
             "tasks.html",
             rows=rows,
             filters={"name": name, "tag": tag, "state": task_state},
+            query=_query(name=name, tag=tag, state=task_state),
             next_cursor=page.next_cursor,
             paged=cursor is not None,
             now=_now(),
@@ -206,10 +208,24 @@ class ConsolePages(Controller):
             },
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
+            query=_query(
+                status=status.value if status else "",
+                task=task,
+                tag=tag,
+                since=since,
+                until=until,
+                backfill=backfill,
+            ),
             next_cursor=page.next_cursor,
             paged=cursor is not None,
             live=True,
         )
+
+
+def _query(**filters: str) -> str:
+    """The filters in use, as a query string for a page link: a cursor carries them
+    too, but the form and the first page's link read them from the address."""
+    return urlencode({name: value for name, value in filters.items() if value})
 
 
 def _changes(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
