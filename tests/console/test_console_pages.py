@@ -496,3 +496,30 @@ async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
     assert 'id="r-task" name="task" value="bulk-on"' in runs_second
     newest = re.search(r'href="([^"]+)">Newest runs</a>', runs_second)
     assert newest and html.unescape(newest.group(1)) == "/ui/runs?task=bulk-on"
+
+
+async def test_history_shows_the_members_that_changed_each_value_cut_alone(
+    open_console: Client,
+) -> None:
+    target = {"url": "http://127.0.0.1:9/", "headers": {"Authorization": "Bearer first"}}
+    task = await create(open_console, cron_task("http://127.0.0.1:9/", target=target), None)
+    change = {
+        "target": {"url": "http://127.0.0.1:9/new", "headers": {"Authorization": "Bearer 2nd"}},
+        "description": "x" * 300,
+    }
+    assert (await open_console.patch(f"/tasks/{task['id']}", json=change)).status_code == 200
+
+    page = (await open_console.get("/ui/tasks/nightly-report")).text
+    newest = page.split('id="history-h"')[1].split("</tr>")[1]  # the first row: version 2
+    items = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", newest)]
+    assert (
+        '<code>target.url</code>: <code>"http://127.0.0.1:9/"</code>'
+        ' → <code>"http://127.0.0.1:9/new"</code>'
+    ) in items
+    assert '<code>target.headers.Authorization</code>: <code>"***"</code> → <code>"***"</code>' in (
+        items
+    )
+    assert not any(item.startswith("<code>target</code>") for item in items)
+    description = next(item for item in items if item.startswith("<code>description</code>"))
+    assert description.endswith(f'<code>"{"x" * 118}…</code>')
+    assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]

@@ -21,6 +21,7 @@ from domain.errors import RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from entrypoints.http.console.forms import form_instant
+from entrypoints.http.console.history import change_lines
 from entrypoints.http.console.pictures import (
     LISTED_FIRE_TIMES,
     STRIP_RUNS,
@@ -38,7 +39,6 @@ from entrypoints.http.console.words import (
 PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
 HISTORY_PAGE_SIZE = 10
-CHANGE_TEXT = 120  # characters of an old or new value shown; the API has the whole
 UPCOMING = 100  # the most the fire-time use case gives; the timeline shows a week of them
 State = Literal["", "enabled", "paused"]
 Text = Annotated[str, QueryParameter(max_length=200)]
@@ -125,7 +125,7 @@ class ConsolePages(Controller):
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
             done=DONE_MESSAGES.get(done or ""),
-            history=[(version, _changes(version.changes)) for version in history.items],
+            history=[(version, change_lines(version.changes)) for version in history.items],
             history_cursor=history.next_cursor,
             history_paged=history_cursor is not None,
             now=now,
@@ -226,16 +226,6 @@ def _query(**filters: str) -> str:
     """The filters in use, as a query string for a page link: a cursor carries them
     too, but the form and the first page's link read them from the address."""
     return urlencode({name: value for name, value in filters.items() if value})
-
-
-def _changes(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
-    """Each changed field with its old and new value as short JSON text."""
-
-    def text(value: Any) -> str:
-        written = json.dumps(value, ensure_ascii=False, sort_keys=True)
-        return written if len(written) <= CHANGE_TEXT else written[: CHANGE_TEXT - 1] + "…"
-
-    return [(field, text(old), text(new)) for field, (old, new) in sorted(changes.items())]
 
 
 async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID, Task]:

@@ -1,0 +1,48 @@
+"""A task's history as the task page lists it: each changed field old → new, an object
+(the target, the trigger) by the members that changed, each value cut short alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+CHANGE_TEXT = 120  # characters of an old or new value shown; the API has the whole
+REDACTED = "***"
+# Header values the dry run hides too (adapters/http/executor.py): a literal
+# Authorization header is a credential even though the API keeps it as written.
+_SECRET_PATHS = ("target.headers.authorization", "target.headers.proxy-authorization")
+_ABSENT = object()
+
+
+def change_lines(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
+    """(field, old, new) for each change, by dotted path: `target.url`, not `target`."""
+    lines: list[tuple[str, str, str]] = []
+    for field, (old, new) in sorted(changes.items()):
+        lines.extend(_lines(field, old, new))
+    return lines
+
+
+def _lines(path: str, old: Any, new: Any) -> list[tuple[str, str, str]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[tuple[str, str, str]] = []
+        for key in sorted(old.keys() | new.keys()):
+            before, after = old.get(key, _ABSENT), new.get(key, _ABSENT)
+            if before != after:
+                found.extend(_lines(f"{path}.{key}", before, after))
+        return found
+    return [(path, _text(path, old), _text(path, new))]
+
+
+def _text(path: str, value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    written = json.dumps(_redacted(path, value), ensure_ascii=False, sort_keys=True)
+    return written if len(written) <= CHANGE_TEXT else written[: CHANGE_TEXT - 1] + "…"
+
+
+def _redacted(path: str, value: Any) -> Any:
+    if path.lower() in _SECRET_PATHS and value is not None:
+        return REDACTED
+    if isinstance(value, dict):
+        return {key: _redacted(f"{path}.{key}", item) for key, item in value.items()}
+    return value
