@@ -93,7 +93,7 @@ async def test_a_form_without_overlap_backfills_one_slot_at_a_time(
     ("change", "field"),
     [({"start": ""}, "start"), ({"end": "yesterday"}, "end"), ({"overlap": "all"}, "overlap")],
 )
-async def test_a_bad_backfill_form_is_an_error_page_naming_the_field(
+async def test_a_bad_backfill_form_comes_back_naming_the_field(
     open_console: Client, change: dict[str, str], field: str
 ) -> None:
     assert (await open_console.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).is_success
@@ -110,8 +110,49 @@ async def test_a_bad_backfill_form_is_an_error_page_naming_the_field(
 
     assert shown.status_code == 422
     assert "text/html" in shown.headers["content-type"]
-    assert re.search(rf"\b{field}\b", shown.text)
+    assert f'id="b-{field}-error"' in shown.text  # beside its input
+    assert 'action="/ui/tasks/nightly-report/backfill"' in shown.text
     assert (await open_console.get("/runs")).json()["items"] == []
+
+
+def _errors_of(page: str) -> dict[str, str]:
+    return dict(re.findall(r'<p class="field-error" id="b-(\w+)-error">([^<]*)</p>', page))
+
+
+async def test_every_bad_field_is_named_and_the_input_is_kept(open_console: Client) -> None:
+    assert (await open_console.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).is_success
+    page = await open_console.get("/ui/tasks/nightly-report")
+    form = {"csrf_token": csrf_of(page.text), "start": "", "end": "yesterday", "dry_run": "on"}
+
+    shown = await open_console.post("/ui/tasks/nightly-report/backfill", data=form)
+
+    assert shown.status_code == 422
+    assert set(_errors_of(shown.text)) == {"start", "end"}
+    assert 'name="end" type="datetime-local" step="1" required value="yesterday"' in shown.text
+    assert 'id="b-dry" name="dry_run" type="checkbox" checked' in shown.text
+    assert 'id="b-missing" name="only_missing" type="checkbox">' in shown.text  # left unticked
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "words"),
+    [
+        ("2026-01-02T00:00:00", "2026-01-01T00:00:00", "must not be before start"),
+        ("2026-01-01T00:00:00", "2999-01-01T00:00:00", "must not be in the future"),
+        ("2000-01-01T00:00:00", "2026-01-01T00:00:00", "more than 1,000 fire times"),
+    ],
+)
+async def test_a_range_the_use_case_refuses_comes_back_with_the_form(
+    open_console: Client, start: str, end: str, words: str
+) -> None:
+    assert (await open_console.post("/tasks", json=cron_task("http://127.0.0.1:9/"))).is_success
+    page = await open_console.get("/ui/tasks/nightly-report")
+    form = {"csrf_token": csrf_of(page.text), "start": start, "end": end}
+
+    shown = await open_console.post("/ui/tasks/nightly-report/backfill", data=form)
+
+    assert shown.status_code == 422
+    assert words in _errors_of(shown.text)["end"]
+    assert f'value="{start}"' in shown.text and f'value="{end}"' in shown.text
 
 
 @pytest.mark.postgres

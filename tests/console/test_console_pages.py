@@ -465,7 +465,7 @@ async def test_the_words_of_empty_lists_and_of_the_last_run(open_console: Client
     task = (await open_console.get("/ui/tasks/nightly-report")).text
     # The API's last_run_at counts scheduled runs only: the label says so.
     assert "<dt>Last scheduled run</dt><dd>none yet" in task
-    assert "Run now do not count" in task
+    assert "(manual runs do not count)" in task
 
 
 async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
@@ -523,3 +523,17 @@ async def test_history_shows_the_members_that_changed_each_value_cut_alone(
     description = next(item for item in items if item.startswith("<code>description</code>"))
     assert description.endswith(f'<code>"{"x" * 118}…</code>')
     assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]
+
+
+async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console: Client) -> None:
+    runs = await open_console.get("/ui/runs?task=nightly&since=yesterday&until=later")
+    assert runs.status_code == 422
+    assert 'role="alert"' in runs.text
+    assert "<code>since</code>" in runs.text and "<code>until</code>" in runs.text
+    assert 'id="r-since" name="since" type="datetime-local" step="1" value="yesterday"' in runs.text
+    assert 'id="r-task" name="task" value="nightly"' in runs.text
+    tasks = await open_console.get("/ui/?name=bulk&state=bogus")
+    assert tasks.status_code == 422
+    assert "<code>state</code>" in tasks.text and "task_state" not in tasks.text
+    assert 'id="f-name" name="name" value="bulk"' in tasks.text
+    assert "No task matches" not in tasks.text

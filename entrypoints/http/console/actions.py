@@ -19,7 +19,7 @@ from litestar.response import Redirect
 from adapters.http.requests import body_text
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
-from domain.errors import RunNotFound
+from domain.errors import InvalidRequest, RunNotFound
 from domain.overlap import CANCELLED_FROM_CONSOLE
 from entrypoints.http.auth import MUTATION, FailureLimiter, actor_of, grant_of
 from entrypoints.http.console.access import (
@@ -95,18 +95,42 @@ class ConsoleActions(Controller):
         request: Request[Any, Any, Any],
         ref: FromPath[str],
         backfills: NamedDependency[BackfillService],
+        scheduling: NamedDependency[SchedulingService],
     ) -> Response[Any]:
         """The backfill form: the same use case as `POST /tasks/{id}/backfill`. A dry
         run shows the occurrences it would run; a real one shows its runs."""
         form = await request.form()
-        wanted = backfill_request(
-            form.get("start"),
-            form.get("end"),
-            overlap=form.get("overlap"),
-            only_missing=form.get("only_missing") == "on",
-            dry_run=form.get("dry_run") == "on",
-        )
-        made = await backfills.backfill(ref, wanted, actor=actor_of(request))
+        values = {
+            "start": _text(form.get("start")),
+            "end": _text(form.get("end")),
+            "overlap": _text(form.get("overlap")),
+            "only_missing": form.get("only_missing") == "on",
+            "dry_run": form.get("dry_run") == "on",
+        }
+        try:
+            wanted = backfill_request(
+                values["start"],
+                values["end"],
+                overlap=values["overlap"],
+                only_missing=bool(values["only_missing"]),
+                dry_run=bool(values["dry_run"]),
+            )
+            made = await backfills.backfill(ref, wanted, actor=actor_of(request))
+        except InvalidRequest as exc:
+            # The form again, as sent, each bad field named beside its input.
+            task = await scheduling.get_task(ref)
+            errors = {e.field: e.message for e in exc.errors if e.field in values}
+            others = [(e.field, e.message) for e in exc.errors if e.field not in values]
+            return render(
+                request,
+                "backfill_form.html",
+                status_code=422,
+                task=task,
+                values=values,
+                errors=errors,
+                others=others,
+                live=False,
+            )
         if wanted.dry_run:
             return render(
                 request, "backfill.html", ref=ref, backfill=made, wanted=wanted, live=False
@@ -169,6 +193,11 @@ class ConsoleLogin(Controller):
         redirect = Redirect("/ui/", status_code=303)
         redirect.set_cookie(session_cookie(request, token))
         return redirect
+
+
+def _text(value: Any) -> str:
+    """A form field as text ('' for a missing one, or a file)."""
+    return value if isinstance(value, str) else ""
 
 
 def _login_page(

@@ -8,6 +8,7 @@ from typing import Any, get_args
 
 from domain.backfills import BackfillOverlap, BackfillRequest
 from domain.errors import InvalidRequest
+from domain.validation import FieldError
 
 
 def form_instant(field: str, text: str) -> datetime | None:
@@ -25,18 +26,26 @@ def backfill_request(
     start: Any, end: Any, *, overlap: Any, only_missing: bool, dry_run: bool
 ) -> BackfillRequest:
     """The backfill form's fields as a BackfillRequest (`overlap` left out: the API's
-    default, `buffer_all`). Raises InvalidRequest naming a missing or malformed
+    default, `buffer_all`). Raises InvalidRequest naming every missing or malformed
     field."""
     instants = {}
+    errors = []
     for field, text in (("start", start), ("end", end)):
-        instant = form_instant(field, text if isinstance(text, str) else "")
+        try:
+            instant = form_instant(field, text if isinstance(text, str) else "")
+        except InvalidRequest as exc:
+            errors.extend(exc.errors)
+            continue
         if instant is None:
-            raise InvalidRequest(field, "is required")
+            errors.append(FieldError(field, "is required"))
         instants[field] = instant
     if overlap is None or overlap == "":
         overlap = "buffer_all"
     if overlap not in get_args(BackfillOverlap):
-        raise InvalidRequest("overlap", f"must be one of {', '.join(get_args(BackfillOverlap))}")
+        choices = ", ".join(get_args(BackfillOverlap))
+        errors.append(FieldError("overlap", f"must be one of {choices}"))
+    if errors:
+        raise InvalidRequest.of(errors)
     return BackfillRequest(
         start=instants["start"],
         end=instants["end"],

@@ -7,7 +7,7 @@ import asyncio
 import json
 from contextlib import suppress
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlencode
 from uuid import UUID
 
@@ -17,9 +17,10 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
-from domain.errors import RunNotFound, TaskNotFound
+from domain.errors import InvalidRequest, RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
+from domain.validation import FieldError
 from entrypoints.http.console.forms import form_instant
 from entrypoints.http.console.history import change_lines
 from entrypoints.http.console.pictures import (
@@ -40,7 +41,7 @@ PAGE_SIZE = 50
 RUNS_PAGE_SIZE = 25
 HISTORY_PAGE_SIZE = 10
 UPCOMING = 100  # the most the fire-time use case gives; the timeline shows a week of them
-State = Literal["", "enabled", "paused"]
+STATES = {"": None, "enabled": True, "paused": False}  # the form's `state`: enabled?
 Text = Annotated[str, QueryParameter(max_length=200)]
 
 
@@ -69,24 +70,36 @@ class ConsolePages(Controller):
         scheduling: NamedDependency[SchedulingService],
         name: Text = "",
         tag: Text = "",
-        task_state: Annotated[State, QueryParameter(name="state")] = "",
+        # Checked here, not by the parameter's type: its error would name `task_state`
+        # (`state` is a name Litestar keeps for itself), not the form's `state`.
+        task_state: Annotated[str, QueryParameter(name="state", max_length=20)] = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
     ) -> Response[str]:
-        enabled = {"": None, "enabled": True, "paused": False}[task_state]
-        task_filter = TaskFilter(enabled, tag.strip() or None, name.strip() or None)
-        page = await scheduling.list_tasks(task_filter, PAGE_SIZE, cursor or None)
-        recent = await scheduling.recent_runs([task.id for task in page.items], STRIP_RUNS)
-        rows = [TaskRow(task, recent[task.id]) for task in page.items]
+        rows: list[TaskRow] = []
+        next_cursor = None
+        errors = {}
+        try:
+            if task_state not in STATES:
+                raise InvalidRequest("state", "must be enabled or paused (or empty: any)")
+            task_filter = TaskFilter(STATES[task_state], tag.strip() or None, name.strip() or None)
+            page = await scheduling.list_tasks(task_filter, PAGE_SIZE, cursor or None)
+            recent = await scheduling.recent_runs([task.id for task in page.items], STRIP_RUNS)
+            rows = [TaskRow(task, recent[task.id]) for task in page.items]
+            next_cursor = page.next_cursor
+        except InvalidRequest as exc:
+            errors = {error.field: error.message for error in exc.errors}
         return render(
             request,
             "tasks.html",
+            status_code=422 if errors else 200,
+            errors=errors,
             rows=rows,
             filters={"name": name, "tag": tag, "state": task_state},
             query=_query(name=name, tag=tag, state=task_state),
-            next_cursor=page.next_cursor,
+            next_cursor=next_cursor,
             paged=cursor is not None,
             now=_now(),
-            live=True,
+            live=not errors,
         )
 
     @get("/tasks/{ref:str}", name="console:task", include_in_schema=False)
@@ -184,21 +197,34 @@ class ConsolePages(Controller):
         backfill: Text = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
     ) -> Response[str]:
-        page = await scheduling.list_all_runs(
-            status=status,
-            task=task.strip() or None,
-            tag=tag.strip() or None,
-            since=form_instant("since", since),
-            until=form_instant("until", until),
-            backfill=backfill.strip() or None,
-            limit=RUNS_PAGE_SIZE * 2,
-            cursor=cursor or None,
-        )
-        tasks = await _tasks_of(scheduling, page.items)
+        runs: list[Run] = []
+        next_cursor = None
+        errors: dict[str, str] = {}
+        try:
+            since_at = _checked(errors, "since", since)
+            until_at = _checked(errors, "until", until)
+            if errors:
+                raise InvalidRequest.of([FieldError(f, m) for f, m in errors.items()])
+            page = await scheduling.list_all_runs(
+                status=status,
+                task=task.strip() or None,
+                tag=tag.strip() or None,
+                since=since_at,
+                until=until_at,
+                backfill=backfill.strip() or None,
+                limit=RUNS_PAGE_SIZE * 2,
+                cursor=cursor or None,
+            )
+            runs, next_cursor = page.items, page.next_cursor
+        except InvalidRequest as exc:  # shown above the form, which keeps what was typed
+            errors = {error.field: error.message for error in exc.errors}
+        tasks = await _tasks_of(scheduling, runs)
         return render(
             request,
             "runs.html",
-            rows=[(run, tasks.get(run.task_id)) for run in page.items],
+            status_code=422 if errors else 200,
+            errors=errors,
+            rows=[(run, tasks.get(run.task_id)) for run in runs],
             filters={
                 "task": task,
                 "tag": tag,
@@ -216,10 +242,19 @@ class ConsolePages(Controller):
                 until=until,
                 backfill=backfill,
             ),
-            next_cursor=page.next_cursor,
+            next_cursor=next_cursor,
             paged=cursor is not None,
-            live=True,
+            live=not errors,
         )
+
+
+def _checked(errors: dict[str, str], field: str, text: str) -> datetime | None:
+    """A time filter, or None with its error added to `errors` (every bad one is named)."""
+    try:
+        return form_instant(field, text)
+    except InvalidRequest as exc:
+        errors[field] = exc.message
+        return None
 
 
 def _query(**filters: str) -> str:
