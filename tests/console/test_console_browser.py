@@ -262,3 +262,24 @@ def test_at_1280_px_no_word_in_a_table_is_broken(
         }"""
     )
     assert broken == []
+
+
+def test_a_refresh_that_fails_says_so(new_page: Any) -> None:
+    page = new_page()
+    log_in(page)
+    page.goto("/ui/runs")
+    notice = page.get_by_role("status")
+    expect()(notice).to_be_hidden()
+    # The server stops answering: the next refresh says the page is stale, and since when.
+    page.route(lambda url: url.endswith("/ui/runs"), lambda route: route.abort())
+    expect()(notice).to_contain_text(
+        re.compile(r"Could not refresh: the server did not answer — .* from \d\d:\d\d:\d\d"),
+        timeout=15_000,
+    )
+    # It answers again, but the session is gone: the notice links the login page.
+    page.unroute_all()
+    page.context.clear_cookies()
+    expect()(notice).to_contain_text("Your session has ended", timeout=15_000)
+    expect()(notice.get_by_role("link", name="Log in again")).to_have_attribute(
+        "href", "/ui/login"
+    )
