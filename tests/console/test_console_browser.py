@@ -280,6 +280,4 @@ def test_a_refresh_that_fails_says_so(new_page: Any) -> None:
     page.unroute_all()
     page.context.clear_cookies()
     expect()(notice).to_contain_text("Your session has ended", timeout=15_000)
-    expect()(notice.get_by_role("link", name="Log in again")).to_have_attribute(
-        "href", "/ui/login"
-    )
+    expect()(notice.get_by_role("link", name="Log in again")).to_have_attribute("href", "/ui/login")

@@ -384,7 +384,8 @@ async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_sh
     run = (await open_console.post(f"/tasks/{task['id']}/runs")).json()
 
     async def running() -> bool:
-        return (await open_console.get(f"/runs/{run['id']}")).json()["status"] == "running"
+        status: str = (await open_console.get(f"/runs/{run['id']}")).json()["status"]
+        return status == "running"
 
     await eventually(running, "the run to start")
     page = await open_console.get(f"/ui/runs/{run['id']}")

@@ -28,8 +28,8 @@ def backfill_request(
     """The backfill form's fields as a BackfillRequest (`overlap` left out: the API's
     default, `buffer_all`). Raises InvalidRequest naming every missing or malformed
     field."""
-    instants = {}
-    errors = []
+    instants: dict[str, datetime] = {}
+    errors: list[FieldError] = []
     for field, text in (("start", start), ("end", end)):
         try:
             instant = form_instant(field, text if isinstance(text, str) else "")
@@ -38,7 +38,8 @@ def backfill_request(
             continue
         if instant is None:
             errors.append(FieldError(field, "is required"))
-        instants[field] = instant
+        else:
+            instants[field] = instant
     if overlap is None or overlap == "":
         overlap = "buffer_all"
     if overlap not in get_args(BackfillOverlap):
