@@ -1,0 +1,236 @@
+"""What the console's pages say and keep, over HTTP on the in-memory store (fast): the
+filters of every list on every page, the words of times, captions, history and empty
+lists, forms and filters sent back with their errors, and errors as console pages."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from tests.console.test_console_pages import Client, create, csrf_of
+from tests.console.test_console_pages import open_console as open_console  # fixture
+from tests.entrypoints.helpers import cron_task
+from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
+
+
+async def test_the_task_pages_run_filter_is_kept_on_every_page(open_console: Client) -> None:
+    task = await create(open_console, cron_task("http://127.0.0.1:9/"), token=None)
+    empty = (await open_console.get("/ui/tasks/nightly-report")).text
+    assert "No runs yet." in empty and "Macro" not in empty
+    for _ in range(26):  # one more than a page; the outbound guard fails each at once
+        assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
+
+    async def all_failed() -> bool:
+        runs = (await open_console.get(f"/runs?task={task['id']}&status=failed&limit=100")).json()
+        return len(runs["items"]) == 26
+
+    await eventually(all_failed, "26 failed runs")
+    none = (await open_console.get("/ui/tasks/nightly-report?status=succeeded")).text
+    assert "No run with status succeeded." in none
+    assert '<option value="succeeded" selected>' in none
+    first = (await open_console.get("/ui/tasks/nightly-report?status=failed")).text
+    assert '<option value="failed" selected>' in first
+    older = re.search(r'rel="next" href="([^"]+)"', first)
+    assert older and "status=failed" in older.group(1)
+    second = (await open_console.get(older.group(1).replace("&amp;", "&"))).text
+    assert second.count('<a href="/ui/runs/') == 1
+    assert '<option value="failed" selected>' in second
+    newest = re.search(r'href="([^"]+)">Newest runs</a>', second)
+    assert newest and newest.group(1) == "/ui/tasks/nightly-report?status=failed"
+    assert (await open_console.get(newest.group(1))).status_code == 200
+
+
+async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: Client) -> None:
+    every_15 = {"kind": "interval", "every": 900}
+    daily = {"kind": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
+    later = {**daily, "start_at": "2031-01-01T00:00:00Z"}
+    for name, trigger in (("dense", every_15), ("daily", daily), ("later", later)):
+        await create(open_console, cron_task("http://127.0.0.1:9/", name, trigger=trigger), None)
+
+    def caption(page: str) -> str:
+        found = re.search(r"<figcaption>(.*?)</figcaption>", page)
+        assert found, "the task page has no timeline"
+        return found.group(1)
+
+    def listed(page: str) -> int:
+        return page.split('class="fire-times"')[1].split("</ol>")[0].count("<li>")
+
+    dense = (await open_console.get("/ui/tasks/dense")).text
+    # 672 fire times in the 7 days: the 100 fetched cover a day, and the caption says so.
+    assert re.fullmatch(
+        r"The first 100 fire times, up to \w{3} \d\d:\d\d — more follow; ticks at midnight, UTC\.",
+        caption(dense),
+    )
+    assert "672" not in dense
+    days = (await open_console.get("/ui/tasks/daily")).text
+    assert caption(days).startswith("7 fire times in the next 7 days, 3 more listed below;")
+    assert listed(days) == 10
+    none = (await open_console.get("/ui/tasks/later")).text
+    assert caption(none).startswith("0 fire times in the next 7 days, 10 more listed below;")
+    assert listed(none) == 10
+
+
+async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_shown(
+    open_console: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", Response(delay=60))  # hangs until cancelled
+    task = await create(open_console, cron_task(recording_target.url()), token=None)
+    run = (await open_console.post(f"/tasks/{task['id']}/runs")).json()
+
+    async def running() -> bool:
+        status: str = (await open_console.get(f"/runs/{run['id']}")).json()["status"]
+        return status == "running"
+
+    await eventually(running, "the run to start")
+    page = await open_console.get(f"/ui/runs/{run['id']}")
+    cancelled = await open_console.post(
+        f"/ui/runs/{run['id']}/cancel", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert cancelled.status_code == 200
+    assert "Cancel requested: the run stops shortly" in cancelled.text
+    assert 'role="status"' in cancelled.text
+
+    async def ended() -> dict[str, Any] | None:
+        answer: dict[str, Any] = (await open_console.get(f"/runs/{run['id']}")).json()
+        return answer if answer["status"] == "cancelled" else None
+
+    assert (await eventually(ended, "the run to end"))["error"] == "cancelled from the console"
+    shown = (await open_console.get(f"/ui/runs/{run['id']}")).text
+    assert re.search(r"· took (under 1|\d+) s<", shown), shown
+    assert re.search(r"· (on time|\d+ s late)<", shown), shown
+    assert not re.search(r"\d\.\d+ s", shown)
+
+
+async def test_the_dry_run_shows_the_body_as_it_would_be_sent(open_console: Client) -> None:
+    body = {"zeta": "café & 'tea' <b>", "alpha": [1, 2]}
+    target = {"url": "http://127.0.0.1:9/", "body": body}
+    await create(open_console, cron_task("http://127.0.0.1:9/", target=target), token=None)
+    page = await open_console.get("/ui/tasks/nightly-report")
+    dry = await open_console.post(
+        "/ui/tasks/nightly-report/dry-run", data={"csrf_token": csrf_of(page.text)}
+    )
+    assert dry.status_code == 200
+    shown = re.search(r'aria-label="The rendered request">(.*?)</pre>', dry.text, re.S)
+    assert shown and "<b>" not in shown.group(1)  # escaped, so shown as text
+    last_line = html.unescape(shown.group(1)).splitlines()[-1]
+    assert last_line == """{"zeta":"café & 'tea' <b>","alpha":[1,2]}"""
+
+
+async def test_unknown_console_paths_and_methods_are_console_pages(open_console: Client) -> None:
+    for path, method, status in (
+        ("/ui/nonexistent", "GET", 404),
+        ("/ui/tasks/x/extra", "GET", 404),
+        ("/ui/tasks/x/pause", "GET", 405),
+    ):
+        answer = await open_console.request(method, path)
+        assert answer.status_code == status, path
+        assert answer.headers["content-type"].startswith("text/html"), path
+        assert "default-src 'none'" in answer.headers["content-security-policy"], path
+        assert answer.headers["cache-control"] == "no-store"
+        assert "Back to the tasks" in answer.text
+    assert "POST" in (await open_console.get("/ui/tasks/x/pause")).headers["allow"]
+    api = await open_console.get("/nonexistent")  # the API keeps its problem documents
+    assert api.status_code == 404
+    assert api.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_every_page_names_its_icon_so_no_favicon_ico_is_asked_for(
+    open_console: Client,
+) -> None:
+    page = (await open_console.get("/ui/")).text
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', page)
+    assert icon and icon.group(1).startswith("/ui/static/")
+    answer = await open_console.get(icon.group(1))
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("image/svg+xml")
+
+
+async def test_without_tokens_the_login_page_says_none_is_needed(open_console: Client) -> None:
+    page = await open_console.get("/ui/login")
+    assert page.status_code == 200
+    assert "No token is needed" in page.text and 'href="/ui/"' in page.text
+    assert "asks for an API token" not in page.text and 'name="token"' not in page.text
+
+
+async def test_the_words_of_empty_lists_and_of_the_last_run(open_console: Client) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/"), token=None)
+    backfill = f"{'0' * 8}-0000-0000-0000-{'0' * 12}"
+    runs = (await open_console.get(f"/ui/runs?backfill={backfill}")).text
+    assert "No run matches these filters." in runs
+    task = (await open_console.get("/ui/tasks/nightly-report")).text
+    # The API's last_run_at counts scheduled runs only: the label says so.
+    assert "<dt>Last scheduled run</dt><dd>none yet" in task
+    assert "(manual runs do not count)" in task
+
+
+async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
+    open_console: Client,
+) -> None:
+    for index in range(52):
+        body = cron_task("http://127.0.0.1:9/", name=f"bulk-{index:02d}", enabled=False)
+        await create(open_console, body, token=None)
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="bulk-on"), token=None)
+
+    first = (await open_console.get("/ui/?name=bulk&state=paused")).text
+    following = re.search(r'rel="next" href="([^"]+)"', first)
+    assert following
+    second = (await open_console.get(html.unescape(following.group(1)))).text
+    assert second.count('<th scope="row"') == 2  # 52 paused: 50, then 2
+    assert 'id="f-name" name="name" value="bulk"' in second
+    assert '<option value="paused" selected>' in second
+    back = re.search(r'href="([^"]+)">First page</a>', second)
+    assert back and html.unescape(back.group(1)) == "/ui/?name=bulk&state=paused"
+
+    task = (await open_console.get("/tasks/bulk-on")).json()
+    for _ in range(51):  # one more than a page of runs
+        assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
+    runs_first = (await open_console.get("/ui/runs?task=bulk-on")).text
+    older = re.search(r'rel="next" href="([^"]+)"', runs_first)
+    assert older
+    runs_second = (await open_console.get(html.unescape(older.group(1)))).text
+    assert 'id="r-task" name="task" value="bulk-on"' in runs_second
+    newest = re.search(r'href="([^"]+)">Newest runs</a>', runs_second)
+    assert newest and html.unescape(newest.group(1)) == "/ui/runs?task=bulk-on"
+
+
+async def test_history_shows_the_members_that_changed_each_value_cut_alone(
+    open_console: Client,
+) -> None:
+    target = {"url": "http://127.0.0.1:9/", "headers": {"Authorization": "Bearer first"}}
+    task = await create(open_console, cron_task("http://127.0.0.1:9/", target=target), None)
+    change = {
+        "target": {"url": "http://127.0.0.1:9/new", "headers": {"Authorization": "Bearer 2nd"}},
+        "description": "x" * 300,
+    }
+    assert (await open_console.patch(f"/tasks/{task['id']}", json=change)).status_code == 200
+
+    page = (await open_console.get("/ui/tasks/nightly-report")).text
+    newest = page.split('id="history-h"')[1].split("</tr>")[1]  # the first row: version 2
+    items = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", newest)]
+    assert (
+        '<code>target.url</code>: <code>"http://127.0.0.1:9/"</code>'
+        ' → <code>"http://127.0.0.1:9/new"</code>'
+    ) in items
+    assert '<code>target.headers.Authorization</code>: <code>"***"</code> → <code>"***"</code>' in (
+        items
+    )
+    assert not any(item.startswith("<code>target</code>") for item in items)
+    description = next(item for item in items if item.startswith("<code>description</code>"))
+    assert description.endswith(f'<code>"{"x" * 118}…</code>')
+    assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]
+
+
+async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console: Client) -> None:
+    runs = await open_console.get("/ui/runs?task=nightly&since=yesterday&until=later")
+    assert runs.status_code == 422
+    assert 'role="alert"' in runs.text
+    assert "<code>since</code>" in runs.text and "<code>until</code>" in runs.text
+    assert 'id="r-since" name="since" type="datetime-local" step="1" value="yesterday"' in runs.text
+    assert 'id="r-task" name="task" value="nightly"' in runs.text
+    tasks = await open_console.get("/ui/?name=bulk&state=bogus")
+    assert tasks.status_code == 422
+    assert "<code>state</code>" in tasks.text and "task_state" not in tasks.text
+    assert 'id="f-name" name="name" value="bulk"' in tasks.text
+    assert "No task matches" not in tasks.text
