@@ -87,6 +87,7 @@ class RecordingObserver:
     def __init__(self) -> None:
         self.batches: list[int] = []
         self.started: list[ClaimedRun] = []
+        self.lateness: list[float] = []
         self.finished: list[Run] = []
         self.errors: list[BaseException] = []
         self.in_flight_counts: list[int] = []
@@ -96,6 +97,7 @@ class RecordingObserver:
 
     def run_started(self, claimed_run: ClaimedRun, lateness_seconds: float) -> None:
         self.started.append(claimed_run)
+        self.lateness.append(lateness_seconds)
 
     def run_finished(self, run: Run, duration_seconds: float) -> None:
         self.finished.append(run)
