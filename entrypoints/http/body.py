@@ -179,23 +179,24 @@ def _without_nulls(value: Any) -> Any:
 async def refuse_body(request: Request[Any, Any, Any]) -> None:
     """The `before_request` hook of a route that takes no body (docs/api.md, "No body").
 
-    An empty body, or `{}`, is no body: many clients send one, whatever its Content-Type.
-    Anything else is read as a body would be (415 for another Content-Type than JSON,
-    400 for text that is not JSON), and then refused before anything is done: a 422
-    naming each member ("unknown field", as in every body), or `body` for a value that
-    is not an object. So a misspelt option never silently does nothing."""
+    An empty body, or `{}`, is no body: many clients send one, whatever its Content-Type
+    (curl's `-d '{}'` says form-urlencoded). So the body is read as JSON whatever its
+    Content-Type, and then refused before anything is done: a 422 naming each member
+    ("unknown field", as in every body), or `body` for a value that is not an object.
+    So a misspelt option never silently does nothing. Text that is not JSON is a 400,
+    or a 415 when sent with another Content-Type than JSON (it was never meant as JSON)."""
     raw = await request.body()
     if not raw.strip():
         return
-    header = request.headers.get("content-type")
-    media_type = None if header is None else header.split(";", 1)[0].strip().lower()
-    if media_type not in (None, JSON):
-        raise ClientException(
-            status_code=415, detail=f"unsupported Content-Type {media_type!r}; send no body"
-        )
     try:
         body = json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
+        header = request.headers.get("content-type")
+        media_type = None if header is None else header.split(";", 1)[0].strip().lower()
+        if media_type not in (None, JSON):
+            raise ClientException(
+                status_code=415, detail=f"unsupported Content-Type {media_type!r}; send no body"
+            ) from None
         raise malformed(str(exc)) from None
     if not isinstance(body, dict):
         raise InvalidRequest(
