@@ -52,3 +52,69 @@ async def test_a_body_with_members_is_a_422_and_text_not_json_a_415_whatever_its
     assert_problem(await api.post("/tasks/t1/runs", content=b"x=1", headers=sent), 415)
     assert (await api.get("/tasks/t1")).json()["enabled"] is True  # nothing done
     assert (await api.get("/tasks/t1/runs")).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/runs?since=1796300000", "since"),
+        ("/runs?until=0.5", "until"),
+        ("/runs?since=1e9", "since"),
+        ("/runs?since=nan", "since"),
+        ("/runs?until=2026-01-01", "until"),
+        ("/runs?since=2026-01-01T00:00:00", "since"),  # no offset
+        ("/runs?since=2026-13-01T00:00:00Z", "since"),
+        ("/runs?since=", "since"),
+        ("/tasks/t1/explain?at=0.5", "at"),
+        ("/tasks/t1/explain?at=1796300000", "at"),
+        ("/tasks/t1/explain?at=tomorrow", "at"),
+    ],
+)
+async def test_a_query_instant_is_rfc_3339_with_an_offset(
+    api: Client, path: str, name: str
+) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+
+    problem = assert_problem(await api.get(path), 422)
+    assert fields(problem) == [name]
+    assert "RFC 3339" in problem["errors"][0]["message"]
+
+
+async def test_the_documented_instant_forms_still_work(api: Client) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+
+    for query in (
+        "since=2026-01-01T00:00:00Z",
+        "since=2026-01-01T00:00:00.250z&until=2027-01-01T05:30:00%2B05:30",
+        "until=2027-01-01T00:00:00-08:00",
+    ):
+        answer = await api.get(f"/runs?{query}")
+        assert answer.status_code == 200, (query, answer.text)
+    explained = await api.get("/tasks/t1/explain?at=2026-06-01T12:00:00%2B02:00")
+    assert explained.status_code == 200, explained.text
+
+
+async def test_a_plus_left_unescaped_in_a_query_instant_is_named(api: Client) -> None:
+    # `+` in a query string is a space: the message says how to send an offset.
+    problem = assert_problem(await api.get("/runs?since=2026-01-01T00:00:00+01:00"), 422)
+    assert fields(problem) == ["since"]
+    assert "%2B" in problem["errors"][0]["message"]
+
+
+async def test_a_query_parameter_given_twice_is_a_422_naming_it(api: Client) -> None:
+    await api.post("/tasks", json=cron_task(URL, name="t1"))
+    await api.post("/tasks/t1/runs")
+
+    for path, name in [
+        ("/runs?status=succeeded&status=failed", "status"),
+        ("/runs?limit=5&task=t1&limit=5", "limit"),
+        ("/tasks?enabled=true&enabled=false", "enabled"),
+        ("/tasks/t1/explain?at=2026-01-01T00:00:00Z&at=2027-01-01T00:00:00Z", "at"),
+        ("/events?cursor=a&cursor=b", "cursor"),
+    ]:
+        problem = assert_problem(await api.get(path), 422)
+        assert fields(problem) == [name], path
+        assert "given twice" in problem["errors"][0]["message"]
+    problem = assert_problem(await api.post("/tasks/t1/runs?x=1&x=2"), 422)
+    assert "unknown query parameter" in problem["errors"][0]["message"]
+    assert len((await api.get("/tasks/t1/runs")).json()["items"]) == 1  # nothing fired
