@@ -16,7 +16,7 @@ from application.backfills import BackfillService
 from domain.backfills import Backfill, BackfillOverlap, BackfillRequest, BackfillState
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonBody, refuse_body
-from entrypoints.http.docs import errors
+from entrypoints.http.docs import NO_BODY, also, errors
 from entrypoints.http.models import RunResource, UtcDatetime
 
 
@@ -120,7 +120,8 @@ class BackfillController(Controller):
         "1,000, none in the future), each with its occurrence's `scheduled_for` and so its "
         "`Idempotency-Key`, all written at once. 202 with the runs; with `dry_run`, 200 "
         "and nothing written.",
-        responses=errors(400, 404, 415, 422),
+        responses=errors(400, 404, 415, 422)
+        | also(200, BackfillAnswer, "With `dry_run`: what would be made; nothing written."),
     )
     async def backfill(
         self,
@@ -159,7 +160,7 @@ class BackfillController(Controller):
         description="Its queued runs end `cancelled` uncalled; its running ones are asked "
         "to stop (as `POST /runs/{id}/cancel`); an active backfill becomes `cancelled`. 404 "
         "for an unknown id.",
-        responses=errors(404),
+        responses=errors(404, *NO_BODY),
     )
     async def cancel(
         self,

@@ -8,7 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from domain.calendars import Calendar, StoredCalendar
-from entrypoints.http.models import UtcDatetime, _partial
+from entrypoints.http.models import UtcDatetime, _by_name, _partial
 
 
 class CalendarResource(Calendar):
@@ -37,3 +37,5 @@ class CalendarTasks(BaseModel):
 
 # A merge patch of a calendar: lists are replaced whole; `name` cannot change.
 CalendarPatch = _partial(Calendar, "CalendarPatch")
+# What `PUT /calendars/{name}` takes.
+CalendarByName = _by_name(Calendar, "CalendarByName")

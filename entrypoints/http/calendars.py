@@ -30,12 +30,13 @@ from entrypoints.http.body import (
     strictly,
 )
 from entrypoints.http.calendar_models import (
+    CalendarByName,
     CalendarPage,
     CalendarPatch,
     CalendarResource,
     CalendarTasks,
 )
-from entrypoints.http.docs import ETAG, LOCATION, errors
+from entrypoints.http.docs import ETAG, LOCATION, also, errors
 from entrypoints.http.problems import problem
 from entrypoints.http.tasks import Cursor, IfMatch, expected_version
 
@@ -149,7 +150,7 @@ class CalendarController(Controller):
 
     @put(
         "/{name:str}",
-        dto=JsonObjectBody[Calendar],
+        dto=JsonObjectBody[CalendarByName],  # type: ignore[valid-type]  # a generated model
         return_dto=None,
         operation_id="putCalendar",
         summary="Create or replace a calendar by name",
@@ -157,7 +158,7 @@ class CalendarController(Controller):
         "re-planning every task that names it. `If-Match` replaces only that version. A "
         "`name` in the body must be the one in the path.",
         response_headers=[ETAG],
-        responses=errors(400, 412, 415, 422),
+        responses=errors(400, 412, 415, 422) | also(201, CalendarResource, "Created."),
     )
     async def put_calendar(
         self,

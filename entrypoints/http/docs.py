@@ -20,6 +20,7 @@ from application.ports import RenderedRequest
 from domain.calendars import Calendar
 from domain.tasks import TaskSpec
 from entrypoints.http.calendar_models import (
+    CalendarByName,
     CalendarPage,
     CalendarPatch,
     CalendarResource,
@@ -36,6 +37,7 @@ from entrypoints.http.models import (
     TaskPage,
     TaskPatch,
     TaskResource,
+    TaskSpecByName,
 )
 from entrypoints.http.problems import PROBLEM_JSON, Problem
 
@@ -73,6 +75,19 @@ def errors(*statuses: int, mutation: bool = True) -> dict[int, ResponseSpec]:
     }
 
 
+# A route that takes no body still reads one, to refuse it (docs/api.md, "No body"): a
+# body that is not JSON is a 400 (415 with another Content-Type), members a 422.
+NO_BODY = (400, 415, 422)
+
+
+def also(status: int, model: type[BaseModel], description: str) -> dict[int, ResponseSpec]:
+    """A success answer besides the route's own status (a PUT that creates answers 201,
+    a dry run 200); it carries the same headers (`accurate`)."""
+    return {
+        status: ResponseSpec(data_container=model, description=description, generate_examples=False)
+    }
+
+
 ETAG = ResponseHeader(
     name="ETag", description='The task\'s version, quoted: "<version>".', documentation_only=True
 )
@@ -88,9 +103,11 @@ LOCATION = ResponseHeader(
 # Problem is documented as it is read: `errors` comes with 422 answers only.
 _DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TaskSpec, "validation"),
+    (TaskSpecByName, "validation"),
     (TaskPatch, "validation"),
     (PreviewRequest, "validation"),
     (Calendar, "validation"),
+    (CalendarByName, "validation"),
     (CalendarPatch, "validation"),
     (Problem, "validation"),
     *(
@@ -256,6 +273,13 @@ def _finish(operation: dict[str, Any]) -> None:
     responses = operation.get("responses", {})
     if "400" in responses and PROBLEM_JSON not in responses["400"].get("content", {}):
         del responses["400"]
+    # Every success answer of a route carries the same headers; Litestar gives them only
+    # to the route's own status.
+    successes = [response for code, response in responses.items() if code.startswith("2")]
+    headers = {name: h for response in successes for name, h in response.get("headers", {}).items()}
+    for response in successes:
+        if headers and "content" in response:
+            response["headers"] = {**headers, **response.get("headers", {})}
     for response in responses.values():
         for header in response.get("headers", {}).values():
             header.setdefault("schema", {"type": "string"})

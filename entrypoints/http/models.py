@@ -260,3 +260,20 @@ NotifyPatch = _partial(Notify, "NotifyPatch")
 # `trigger`, `target.auth` and `notify.auth` are replaced whole; `target` and `notify` are
 # merged member by member.
 TaskPatch = _partial(TaskSpec, "TaskPatch", target=TargetPatch, notify=NotifyPatch)
+
+
+def _by_name(model: type[BaseModel], name: str) -> type[BaseModel]:
+    """The body of a PUT by name, as documented: `model` with `name` optional, since the
+    path gives it (the route validates the body as `model`, with the path's name)."""
+    info = model.model_fields["name"]
+    # A factory's default is left out of the schema: a client has none to rely on.
+    field = Field(default_factory=str, description="the name in the path, or left out")
+    variant: type[BaseModel] = create_model(
+        name, __base__=model, name=(Annotated[(str, *info.metadata)], field)
+    )
+    variant.__doc__ = f"{model.__name__}, with `name` left out or the one in the path."
+    return variant
+
+
+# What `PUT /tasks/{name}` takes.
+TaskSpecByName = _by_name(TaskSpec, "TaskSpecByName")

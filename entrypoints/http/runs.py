@@ -14,7 +14,7 @@ from application.scheduling import SchedulingService
 from domain.errors import RunNotFound
 from domain.runs import RunStatus
 from entrypoints.http.body import refuse_body
-from entrypoints.http.docs import errors
+from entrypoints.http.docs import NO_BODY, errors
 from entrypoints.http.models import RunPage, RunResource
 
 RunId = Annotated[str, PathParameter(description="The run's id.")]
@@ -107,7 +107,7 @@ class RunController(Controller):
         summary="Cancel a running run",
         description="Cooperative: whichever replica runs it stops the call and records "
         "`cancelled`. 409 when the run is no longer running.",
-        responses=errors(404, 409),
+        responses=errors(404, 409, *NO_BODY),
     )
     async def cancel_run(
         self, id: RunId, scheduling: NamedDependency[SchedulingService]

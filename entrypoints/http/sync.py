@@ -15,8 +15,8 @@ from domain.tasks import TAG_PATTERN, TaskSpec
 from domain.validation import FieldError
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody, strictly
-from entrypoints.http.docs import ETAG, errors
-from entrypoints.http.models import TaskResource
+from entrypoints.http.docs import ETAG, also, errors
+from entrypoints.http.models import TaskResource, TaskSpecByName
 from entrypoints.http.tasks import IfMatch, expected_version, task_response
 
 IfNoneMatch = Annotated[
@@ -64,7 +64,7 @@ class SyncController(Controller):
 
     @put(
         "/{id:str}",
-        dto=JsonObjectBody[TaskSpec],
+        dto=JsonObjectBody[TaskSpecByName],  # type: ignore[valid-type]  # a generated model
         return_dto=None,
         operation_id="putTask",
         summary="Create or replace a task by name",
@@ -76,7 +76,7 @@ class SyncController(Controller):
             "body must be the one in the path."
         ),
         response_headers=[ETAG],
-        responses=errors(400, 412, 415, 422),
+        responses=errors(400, 412, 415, 422) | also(201, TaskResource, "Created."),
     )
     async def put_task(
         self,

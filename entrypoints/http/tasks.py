@@ -15,7 +15,7 @@ from domain.runs import RunStatus
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import MUTATION, actor_of
 from entrypoints.http.body import MERGE_PATCH_JSON, JsonBody, MergePatchBody, refuse_body
-from entrypoints.http.docs import ETAG, LOCATION, errors
+from entrypoints.http.docs import ETAG, LOCATION, NO_BODY, errors
 from entrypoints.http.models import (
     ExplainAnswer,
     FireTimes,
@@ -183,7 +183,7 @@ class TaskController(Controller):
         description="Sets `enabled` to false; `next_run_at` becomes null. A paused task "
         "answers unchanged.",
         response_headers=[ETAG],
-        responses=errors(404),
+        responses=errors(404, *NO_BODY),
     )
     async def pause_task(
         self,
@@ -202,7 +202,7 @@ class TaskController(Controller):
         description="Sets `enabled` to true, resets `consecutive_failures` and plans the next "
         "occurrence at or after now. An enabled task answers unchanged.",
         response_headers=[ETAG],
-        responses=errors(404),
+        responses=errors(404, *NO_BODY),
     )
     async def resume_task(
         self,
@@ -221,7 +221,7 @@ class TaskController(Controller):
         summary="Render the next run's request without sending it",
         description="Every header that would be sent, each secret replaced by `***`. "
         "Nothing is sent or written; a read-only token may call it.",
-        responses=errors(404, 422, mutation=False),
+        responses=errors(404, *NO_BODY, mutation=False),
     )
     async def dry_run(
         self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
@@ -236,7 +236,7 @@ class TaskController(Controller):
         summary="Fire now, outside the schedule",
         description="A manual run, also for a paused task; `skipped` at max_running_instances.",
         response_headers=[LOCATION],
-        responses=errors(404),
+        responses=errors(404, *NO_BODY),
     )
     async def fire_now(
         self, id: TaskRef, scheduling: NamedDependency[SchedulingService]
