@@ -5,7 +5,9 @@ The server is `--url` (or SCHEDULER_URL, default http://127.0.0.1:8005) and the 
 token `--token` (or SCHEDULER_TOKEN; none by default). Exit codes are the other
 commands' (docs/operations.md, "Exit codes"): 65 for what the API refused as bad input
 (400, 404, 422), 69 when the server cannot be reached or fails (5xx), 77 when the token
-is missing or not allowed (401, 403).
+is missing or not allowed (401, 403). An empty TASK or a `--url` that is not
+`http(s)://host` is a usage error (2), and a bad SCHEDULER_URL bad configuration (78):
+neither reaches a server.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ import argparse
 import os
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from domain.errors import InvalidRequest, SchedulerError
 from domain.validation import FieldError
+from entrypoints.settings import ConfigurationError
 
 DEFAULT_URL = "http://127.0.0.1:8005"
 TIMEOUT = 30.0
@@ -75,7 +78,7 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
         formatter_class=formatter,
         epilog="example:\n  imbi-scheduler explain nightly-report --at 2026-03-08T07:30:00Z",
     )
-    why.add_argument("task", metavar="TASK", help="the task's name or id")
+    why.add_argument("task", metavar="TASK", type=_task, help="the task's name or id")
     why.add_argument("--at", help="an instant with an offset (default: now)")
     _server_options(why)
     why.set_defaults(command=explain, parser=why)
@@ -92,7 +95,7 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
         epilog="example:\n  imbi-scheduler backfill nightly-report "
         "--start 2026-03-01T00:00:00Z --end 2026-03-08T00:00:00Z --dry-run",
     )
-    again.add_argument("task", metavar="TASK", help="the task's name or id")
+    again.add_argument("task", metavar="TASK", type=_task, help="the task's name or id")
     again.add_argument("--start", required=True, help="the range's first instant")
     again.add_argument("--end", required=True, help="the range's last instant (inclusive)")
     again.add_argument("--dry-run", action="store_true", help="show what would be made")
@@ -109,13 +112,42 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
 
 def _server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--url", help=f"the server's base URL (default: SCHEDULER_URL, else {DEFAULT_URL})"
+        "--url",
+        type=_server_url,
+        help=f"the server's base URL (default: SCHEDULER_URL, else {DEFAULT_URL})",
     )
     parser.add_argument("--token", help="a bearer token (default: SCHEDULER_TOKEN)")
 
 
+def _task(value: str) -> str:
+    # An empty TASK would ask for `/tasks//explain`, another route.
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the task's name or id must not be empty")
+    return value
+
+
+def _server_url(value: str) -> str:
+    """`value` if it is an http(s)://host URL; so a typo is not reported as a server
+    that cannot be reached."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  # raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
 def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
-    url = (args.url or os.environ.get("SCHEDULER_URL") or DEFAULT_URL).rstrip("/")
+    url = args.url
+    if url is None:
+        url = os.environ.get("SCHEDULER_URL") or DEFAULT_URL
+        try:
+            _server_url(url)
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigurationError(f"SCHEDULER_URL: {exc}") from None
+    url = url.rstrip("/")
     token = args.token or os.environ.get("SCHEDULER_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from entrypoints.cli import main
 from tests.entrypoints.live import LiveServer, free_port, run_cli
 from tests.entrypoints.test_end_to_end import store_environ as store_environ  # fixture
 from tests.fixtures.target import RecordingTarget
@@ -128,3 +129,40 @@ def test_help_names_the_server_options(command: str) -> None:
     assert result.returncode == 0, result.stderr
     for word in ("--url", "--token", "SCHEDULER_URL", "SCHEDULER_TOKEN"):
         assert word in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["explain", ""], "TASK"),
+        (["explain", "  "], "TASK"),
+        (
+            ["backfill", "", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"],
+            "TASK",
+        ),
+        (["explain", "daily-export", "--url", "notaurl"], "--url"),
+        (["explain", "daily-export", "--url", "ftp://127.0.0.1:8005"], "--url"),
+        (["explain", "daily-export", "--url", "http://"], "--url"),
+        (["explain", "daily-export", "--url", "http://127.0.0.1:port"], "--url"),
+    ],
+)
+def test_an_empty_task_or_a_url_that_is_not_http_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str], words: str
+) -> None:
+    # Once a 65 ("no task with id or name 'explain'", from /tasks//explain) and a 69
+    # ("cannot reach notaurl"): a usage error names the argument, and nothing is asked.
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {words}" in err and "cannot reach" not in err
+
+
+def test_a_scheduler_url_that_is_not_http_is_bad_configuration(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_URL", "127.0.0.1:8005")
+
+    assert main(["explain", "daily-export"]) == 78
+    assert "SCHEDULER_URL" in capsys.readouterr().err
