@@ -6,8 +6,9 @@ import copy
 import functools
 from typing import Any
 
-from litestar import Request
+from litestar import Request, Response, Router
 from litestar.datastructures import ResponseHeader
+from litestar.exceptions import NotFoundException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin
 from litestar.openapi.spec import Components, License, SecurityRequirement, SecurityScheme, Tag
@@ -295,9 +296,26 @@ class SwaggerPlugin(SwaggerRenderPlugin):
         return super().render(request, accurate(openapi_schema))
 
 
+async def _problem_for_not_found(response: Response[Any]) -> Response[Any]:
+    # Litestar answers an unknown path under /schema with an HTML page of its own; every
+    # other unknown path is a problem document (docs/api.md, "Errors").
+    if response.status_code == 404:
+        raise NotFoundException()
+    return response
+
+
 def openapi_config() -> OpenAPIConfig:
     """OpenAPI 3.1 at /schema/openapi.json, with Swagger UI at /schema and /schema/swagger."""
     return OpenAPIConfig(
+        # Litestar's own router, as it would build it, but for what an unknown path answers.
+        openapi_router=Router(
+            "/schema",
+            route_handlers=[],
+            include_in_schema=False,
+            dto=None,
+            return_dto=None,
+            after_request=_problem_for_not_found,
+        ),
         title="imbi-scheduler",
         version=package_version(),
         description=(

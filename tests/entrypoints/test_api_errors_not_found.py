@@ -26,6 +26,11 @@ from tests.entrypoints.helpers import Client, assert_problem
         ("GET", "/runs/not-a-uuid"),
         ("POST", f"/runs/{uuid4()}/cancel"),
         ("GET", "/no/such/route"),
+        # Litestar's own HTML page once, as for the UIs this server does not serve.
+        ("GET", "/schema/nope"),
+        ("GET", "/schema/redoc"),
+        ("GET", "/schema/rapidoc"),
+        ("GET", "/schema/openapi.yaml"),
     ],
 )
 async def test_an_unknown_task_run_or_route_is_a_404(
@@ -36,6 +41,13 @@ async def test_an_unknown_task_run_or_route_is_a_404(
     response = await client.request(method, path, json=body)
 
     assert_problem(response, 404)
+
+
+async def test_the_documented_schema_routes_still_answer(client: Client) -> None:
+    for path in ("/schema", "/schema/swagger"):
+        page = await client.get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert (await client.get("/schema/openapi.json")).json()["openapi"].startswith("3.1")
 
 
 async def test_a_method_the_route_does_not_take_is_a_405(client: Client) -> None:
