@@ -22,6 +22,7 @@ from entrypoints.http.console.errors import UNROUTED_HANDLERS
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.events import EventController
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness
+from entrypoints.http.methods import answer_options
 from entrypoints.http.nul import nul_guard
 from entrypoints.http.preview import TriggerController
 from entrypoints.http.problems import EXCEPTION_HANDLERS
@@ -104,6 +105,7 @@ def create_app(
             "observer": Provide(observer, sync_to_thread=False),
         },
         exception_handlers={**EXCEPTION_HANDLERS, **UNROUTED_HANDLERS},
+        before_request=answer_options,
         lifespan=[lifespan] if manage_runtime else [],
         openapi_config=openapi_config(),
         state=State({"observer": container.observer()}),

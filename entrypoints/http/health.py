@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from litestar import Response, get
+from litestar import Response, get, head
 from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -86,4 +86,18 @@ async def metrics(observer: NamedDependency[PrometheusObserver]) -> Response[byt
     return Response(observer.exposition(), media_type=METRICS_MEDIA_TYPE)
 
 
-HEALTH_HANDLERS = [healthz, readyz, metrics]
+# Load balancers probe with HEAD too: the status of GET, without its body. Left out of
+# the OpenAPI document, which declares the GET.
+@head("/healthz", include_in_schema=False)
+async def healthz_head() -> None:
+    return None
+
+
+@head("/readyz", include_in_schema=False)
+async def readyz_head(readiness: NamedDependency[Readiness]) -> Response[None]:
+    checks = await readiness.checks()
+    ready = all(state == "ok" for state in checks.values())
+    return Response(None, status_code=200 if ready else 503)
+
+
+HEALTH_HANDLERS = [healthz, readyz, metrics, healthz_head, readyz_head]

@@ -29,6 +29,7 @@ from domain.errors import (
     WriteContended,
 )
 from domain.validation import FieldError, field_errors
+from entrypoints.http.methods import allow
 
 PROBLEM_JSON = "application/problem+json"
 PROBLEM_TYPE = "urn:imbi-scheduler:problem:"
@@ -165,7 +166,10 @@ def http_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict
     if status >= 500:
         return internal_error(request, exc)
     slug = HTTPStatus(status).phrase.lower().replace(" ", "-").replace("'", "")
-    return problem(status, slug, exc.detail, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if "allow" in headers:  # a 405: Litestar's order is a set's
+        headers = {"Allow": allow(headers.pop("allow").split(","))} | headers
+    return problem(status, slug, exc.detail, headers=headers)
 
 
 def internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

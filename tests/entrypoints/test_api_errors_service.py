@@ -74,6 +74,10 @@ async def test_readiness_fails_while_the_store_is_unreachable(broken: Client) ->
 
     assert problem["checks"]["store"].startswith("unavailable")
     assert (await broken.get("/healthz")).status_code == 200
+    # A load balancer probing with HEAD sees the same, without a body.
+    probed = await broken.head("/readyz")
+    assert probed.status_code == 503 and probed.content == b""
+    assert (await broken.head("/healthz")).status_code == 200
 
 
 async def test_readiness_fails_when_the_engine_is_not_running() -> None:
