@@ -117,3 +117,30 @@ async def test_bad_filters_are_rejected_naming_the_field(
 ) -> None:
     problem = assert_problem(await client.get("/runs", params=params), 422)
     assert fields(problem) == [field]
+
+
+async def test_attempts_is_written_when_the_run_ends(
+    api: Client, recording_target: RecordingTarget
+) -> None:
+    # docs/api.md ("Run", `attempts`): kept in the calling process until the run ends,
+    # so a running run reads 0 even once its target was called.
+    recording_target.respond("/slow", Response(delay=30))
+    await api.post("/tasks", json=cron_task(recording_target.url("/slow"), name="slow"))
+    run_id = (await api.post("/tasks/slow/runs")).json()["id"]
+
+    async def called() -> bool:
+        return bool(recording_target.received("/slow"))
+
+    await eventually(called, "the target called")
+    running = (await api.get(f"/runs/{run_id}")).json()
+    assert running["status"] == "running"
+    assert running["attempts"] == 0 and running["http_status"] is None
+
+    assert (await api.post(f"/runs/{run_id}/cancel")).status_code == 202
+
+    async def ended() -> dict[str, Any] | None:
+        run: dict[str, Any] = (await api.get(f"/runs/{run_id}")).json()
+        return run if run["status"] != "running" else None
+
+    cancelled = await eventually(ended, "the run cancelled")
+    assert cancelled["status"] == "cancelled" and cancelled["attempts"] == 1
