@@ -28,11 +28,14 @@ class EventStore(Protocol):
     methods that record their causes, in the same transaction; this port delivers them.
     Every decision (claimed, sent, retried, dropped) is the domain's."""
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
+    async def claim_events(
+        self, now: datetime, limit: int, skip: Collection[str] = ()
+    ) -> list[Outgoing]:
         """Atomically take up to `limit` pending events due at `now`, earliest first,
         each as `domain.events.claimed` (or `lapsed`: past its deadline, DROPPED and
-        returned so, not to be sent), with its body as written. Two callers never take
-        the same attempt."""
+        returned so, not to be sent), with its body as written; none whose destination
+        URL is in `skip` (the sender's destinations already at their limit). Two callers
+        never take the same attempt."""
         ...
 
     async def record_deliveries(

@@ -6,7 +6,7 @@ it under its own lock, so an event is written together with the outcome that rai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -34,10 +34,12 @@ class MemoryOutbox:
 
     # -- EventStore -------------------------------------------------------------
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
+    async def claim_events(
+        self, now: datetime, limit: int, skip: Collection[str] = ()
+    ) -> list[Outgoing]:
         await asyncio.sleep(0)  # a round trip, so that senders sharing the store interleave
         async with self._lock:
-            return self.claim(now, limit)
+            return self.claim(now, limit, skip)
 
     async def record_deliveries(
         self, results: Sequence[tuple[UUID, int, Delivery]], now: datetime
@@ -63,7 +65,7 @@ class MemoryOutbox:
         for event in events:
             self._events[event.id] = event
 
-    def claim(self, now: datetime, limit: int) -> list[Outgoing]:
+    def claim(self, now: datetime, limit: int, skip: Collection[str] = ()) -> list[Outgoing]:
         due = sorted(
             (
                 e
@@ -71,6 +73,7 @@ class MemoryOutbox:
                 if e.status is EventStatus.PENDING
                 and e.next_attempt_at is not None
                 and e.next_attempt_at <= now
+                and e.destination.url not in skip
             ),
             key=lambda e: (e.next_attempt_at, e.id),
         )[:limit]

@@ -10,7 +10,7 @@ them; every decision is the domain's (`domain.events`: claimed, lapsed, attempte
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import cache, lru_cache
@@ -68,6 +68,15 @@ _QUERIES: dict[str, LiteralString] = {
     "lock_due": """
         SELECT {progress}, destination::text, payload::text FROM {events}
         WHERE status = 'pending' AND next_attempt_at <= %(now)s
+        ORDER BY next_attempt_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED""",
+    # The same, leaving out the destinations the sender has enough of in hand (a short
+    # list; a separate statement so that the usual claim reads no destination).
+    "lock_due_skipping": """
+        SELECT {progress}, destination::text, payload::text FROM {events}
+        WHERE status = 'pending' AND next_attempt_at <= %(now)s
+          AND NOT (destination->>'url' = ANY(%(skip)s::text[]))
         ORDER BY next_attempt_at, id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED""",
@@ -238,9 +247,15 @@ class PostgresOutbox:
         if events:
             await conn.execute(self._q["settle"], _settle_params(events), binary=True)
 
-    async def claim_events(self, now: datetime, limit: int) -> list[Outgoing]:
+    async def claim_events(
+        self, now: datetime, limit: int, skip: Collection[str] = ()
+    ) -> list[Outgoing]:
+        params: dict[str, Any] = {"now": now, "limit": limit}
+        query = "lock_due"
+        if skip:
+            params["skip"], query = list(skip), "lock_due_skipping"
         async with self._transaction() as conn:
-            rows = await self._locked(conn, "lock_due", {"now": now, "limit": limit})
+            rows = await self._locked(conn, query, params)
             taken = [lapsed(e, now) or claimed(e, now) for e in map(_outgoing, rows)]
             await self._settle(conn, taken)
         return taken

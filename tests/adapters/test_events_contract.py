@@ -54,7 +54,8 @@ async def types_of(store: TaskStore) -> list[str]:
 
 
 def notified(**fields: Any) -> Any:
-    return make_task(IntervalTrigger(every=60, anchor=T0), notify=EVERY, **fields)
+    fields.setdefault("notify", EVERY)
+    return make_task(IntervalTrigger(every=60, anchor=T0), **fields)
 
 
 # -- which change writes which event ---------------------------------------------------
@@ -178,6 +179,21 @@ async def test_two_replicas_never_take_the_same_attempt(backend: Backend) -> Non
     ids = [event.id for batch in batches for event in batch]
     assert len(ids) == len(set(ids)) == 30
     assert all(event.attempts == 1 for batch in batches for event in batch)
+
+
+async def test_a_claim_skips_the_destinations_it_is_told_to(store: TaskStore) -> None:
+    slow, fast = "http://127.0.0.1:9/slow", "http://127.0.0.1:9/fast"
+    for url in (slow, slow, fast):
+        await store.create_task(notified(notify=Notify(url=url), misfire_grace_seconds=5))
+    await store.claim_due(T0 + 30 * SECOND, 1000, REPLICA)
+    box, now = outbox(store), T0 + MINUTE
+
+    [taken] = await box.claim_events(now, 10, skip={slow})
+    assert taken.destination.url == fast and taken.attempts == 1
+    assert await box.claim_events(now, 10, skip=[slow, fast]) == []
+    # Skipped events stay due, untouched: the next claim without the skip takes them.
+    later = await box.claim_events(now, 10)
+    assert [(e.destination.url, e.attempts) for e in later] == [(slow, 1), (slow, 1)]
 
 
 async def test_a_failed_attempt_is_retried_on_the_doubling_schedule(store: TaskStore) -> None:
