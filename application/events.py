@@ -1,32 +1,46 @@
 """The event sender: drains the outbox of this store, on every replica that runs an
-engine. Each batch is claimed by one replica (the store's claim), sent concurrently,
-and settled in one write; the retry schedule and the drop are the domain's.
+engine. It claims due events (the store's claim: one replica per attempt, held for
+`domain.events.CLAIM_LEASE`), starts each attempt at once (`application.event_flight`)
+and settles the attempts that ended in one write per turn; the retry schedule and the
+drop are the domain's.
+
+It never waits for a batch: while attempts are in flight it keeps claiming, up to
+`SenderSettings.capacity` events in hand and `per_destination` attempts at once to one
+URL, so a receiver that hangs holds its own slots and delays no other destination's
+events. A claim takes at most `per_destination` events and leaves out the destinations
+already holding that many, so every event it takes starts within one attempt's time
+(10 s) and is settled well before its lease (30 s) lets another replica take it.
 
 Events come second to runs: while the local engine is busy (a burst: more runs due
 than it has started), the sender claims a small batch (`SenderSettings.busy_batch_size`)
 once every `busy_interval`, so that the burst has the core nearly to itself and events
-still move; once the engine has caught up, full batches again."""
+still move; once the engine has caught up, full batches again. Attempts in flight go
+on and are settled meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
-from uuid import UUID
 
 from application.bounds import check_limit
+from application.event_flight import Flight
 from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
 from application.ports import Clock, EventPageKey, EventStore
-from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
+from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Event, EventStatus, Outgoing, Progress
 
 log = logging.getLogger("scheduler.events")
 
 # How often a yielding sender looks again whether the engine is still busy (seconds).
 _YIELD_POLL = 0.1
+# The delivery port answers within DELIVERY_TIMEOUT_SECONDS; past this, the sender
+# records the attempt failed itself, so that no attempt outlives its claim's lease.
+_ATTEMPT_CEILING = DELIVERY_TIMEOUT_SECONDS + 1
 
 
 class EventDelivery(Protocol):
@@ -53,7 +67,9 @@ class NoEventObserver:
 
 @dataclass(frozen=True, slots=True)
 class SenderSettings:
-    batch_size: int = 500
+    batch_size: int = 100  # events a claim takes at most (never more than per_destination)
+    capacity: int = 500  # events claimed and not yet sent, at most
+    per_destination: int = 100  # attempts in flight to one URL at once
     poll_interval: float = 1.0  # seconds between looks at an outbox with nothing due
     retention: timedelta = timedelta(days=30)  # sent and dropped events are kept this long
     retention_sweep_interval: timedelta = timedelta(minutes=10)
@@ -85,7 +101,14 @@ class EventSender:
         self.settings = settings or SenderSettings()
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()  # a send ended, or stop() was called
+        self._flight = Flight(self._send, self.settings.per_destination, self._wake.set)
         self._next_sweep: datetime | None = None
+        self._next_count = 0.0  # time.monotonic() of the next pending count
+        # No claim before this time.monotonic() unless one of the destinations the last
+        # claim found full (`_skipped`) has room again: see `_turn`.
+        self._claim_after = 0.0
+        self._skipped: set[str] = set()
         self._last_claim: datetime | None = None
 
     def yielding(self) -> bool:
@@ -98,23 +121,12 @@ class EventSender:
 
     async def send_due(self, limit: int | None = None) -> int:
         """Claim one batch of due events (of `limit`, default the batch size), send it,
-        settle it; how many were claimed."""
-        self._last_claim = self._clock.now()
-        limit = limit or self.settings.batch_size
-        claimed = await self._store.claim_events(self._last_claim, limit)
-        to_send = [event for event in claimed if event.status is EventStatus.PENDING]
-        for event in claimed:
-            if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
-                self._settled(event)
-        if to_send:
-            deliveries = await asyncio.gather(*(self._send(event) for event in to_send))
-            results: Sequence[tuple[UUID, int, Delivery]] = [
-                (event.id, event.attempts, delivery)
-                for event, delivery in zip(to_send, deliveries, strict=True)
-            ]
-            for settled in await self._store.record_deliveries(results, self._clock.now()):
-                self._settled(settled)
-        return len(claimed)
+        settle it; how many were claimed. For tools and tests that step the sender:
+        the running sender (`start`) never waits for a batch."""
+        claimed = await self._claim(limit or self.settings.batch_size)
+        await self._flight.drained()
+        await self._settle()
+        return claimed
 
     async def sweep(self) -> int:
         """Delete sent and dropped events older than the retention; how many."""
@@ -133,41 +145,105 @@ class EventSender:
             self._task = asyncio.create_task(self._loop(), name="event-sender")
 
     async def stop(self) -> None:
-        """Stop claiming; attempts in flight finish and are settled first."""
+        """Stop claiming; the events in hand are sent and settled first."""
         task, self._task = self._task, None
         if task is None:
             return
         self._stopping.set()
+        self._wake.set()
         await task
 
     async def _loop(self) -> None:
-        while not self._stopping.is_set():
+        while (wait := await self._turn()) is not None:
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+            self._wake.clear()  # what woke it is handled by the next turn
+
+    async def _turn(self) -> float | None:
+        """Settle the attempts that ended, then claim if there is room and reason to;
+        how long to wait, or less if a send ends (None: stopped, nothing in hand)."""
+        settings = self.settings
+        done = self._stopping.is_set() and self._flight.held == 0
+        try:
+            await self._settle()
+            if self._stopping.is_set():
+                return None if done else settings.poll_interval
             if self.yielding():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), _YIELD_POLL)
-                continue
-            claimed, limit = 0, self.settings.batch_size
+                return _YIELD_POLL
+            room = settings.capacity - self._flight.held
+            if room <= 0:
+                return settings.poll_interval
+            early = self._claim_after - time.monotonic()
+            if early > 0 and self._skipped <= set(self._flight.full()):
+                return early
+            limit = settings.batch_size
             if self._busy is not None and self._busy():
-                limit = self.settings.busy_batch_size
-            try:
-                claimed = await self.send_due(limit)
-                self._observer.events_pending(await self._store.count_events(EventStatus.PENDING))
-                now = self._clock.now()
-                if self._next_sweep is None or now >= self._next_sweep:
-                    self._next_sweep = now + self.settings.retention_sweep_interval
-                    deleted = await self.sweep()
-                    if deleted:
-                        log.info("old events deleted", extra={"count": deleted})
-            except Exception:
-                log.exception("event sender: a store call failed; retrying")
-            if claimed < limit:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), self.settings.poll_interval)
+                limit = settings.busy_batch_size
+            limit = min(limit, room, settings.per_destination)
+            claimed = await self._claim(limit)
+            await self._housekeeping()
+        except Exception:
+            log.exception("event sender: a store call failed; retrying")
+            return None if done else settings.poll_interval
+        # Claim again at once only after a full claim that left every destination open
+        # (more may be due). Otherwise after a poll interval, or as soon as a destination
+        # left out opens: a claim that leaves destinations out reads past their due
+        # events, so it is not repeated on every send that ends.
+        full = self._flight.full()
+        if claimed == limit and not full:
+            self._claim_after, self._skipped = 0.0, set()
+            return 0
+        self._claim_after = time.monotonic() + settings.poll_interval
+        self._skipped = set(full)
+        return settings.poll_interval
+
+    async def _claim(self, limit: int) -> int:
+        """Claim up to `limit` events (at most `per_destination`), none for the
+        destinations already holding that many, and start them; how many claimed."""
+        self._last_claim = self._clock.now()
+        limit = min(limit, self.settings.per_destination)
+        claimed = await self._store.claim_events(self._last_claim, limit, self._flight.full())
+        for event in claimed:
+            if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
+                self._settled(event)
+        self._flight.add(event for event in claimed if event.status is EventStatus.PENDING)
+        return len(claimed)
+
+    async def _settle(self) -> None:
+        """Record every attempt that ended, in one write, timed now: a retry waits
+        from the end of its own attempt, not of any other."""
+        results = self._flight.results()
+        if not results:
+            return
+        try:
+            settled = await self._store.record_deliveries(results, self._clock.now())
+        except Exception:
+            # Tried again next turn; should the lease lapse first, the store refuses it.
+            self._flight.put_back(results)
+            raise
+        for event in settled:
+            self._settled(event)
+
+    async def _housekeeping(self) -> None:
+        """The pending gauge (at most once a poll interval) and the retention sweep."""
+        if time.monotonic() >= self._next_count:
+            self._next_count = time.monotonic() + self.settings.poll_interval
+            self._observer.events_pending(await self._store.count_events(EventStatus.PENDING))
+        now = self._clock.now()
+        if self._next_sweep is None or now >= self._next_sweep:
+            self._next_sweep = now + self.settings.retention_sweep_interval
+            deleted = await self.sweep()
+            if deleted:
+                log.info("old events deleted", extra={"count": deleted})
 
     async def _send(self, event: Outgoing) -> Delivery:
         try:
-            delivery = await self._delivery.deliver(event)
-        except Exception as exc:  # the port never raises; a bug must not lose the batch
+            async with asyncio.timeout(_ATTEMPT_CEILING):
+                delivery = await self._delivery.deliver(event)
+        except TimeoutError:
+            delivery = Delivery(delivered=False, error=f"no answer within {_ATTEMPT_CEILING:g} s")
+        except Exception as exc:  # the port never raises; a bug must not lose the event
             log.error("event %s: unexpected error delivering: %s", event.id, type(exc).__name__)
             delivery = Delivery(delivered=False, error=f"unexpected error: {type(exc).__name__}")
         if not delivery.delivered:
