@@ -9,6 +9,7 @@ holds its own slots, no one else's."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from uuid import UUID
@@ -34,6 +35,7 @@ class Flight:
         self._tasks: set[asyncio.Task[None]] = set()
         self._results: list[Result] = []
         self.held = 0
+        self.first_ended = 0.0  # time.monotonic() of the oldest result in hand
 
     def add(self, events: Iterable[Outgoing]) -> None:
         """Start each event's attempt, or queue it behind its destination's."""
@@ -53,6 +55,11 @@ class Flight:
         an event behind more than one round of its destination's attempts."""
         return [url for url, held in self._in_hand.items() if held >= self._limit]
 
+    @property
+    def ended(self) -> int:
+        """How many results are in hand, to be settled."""
+        return len(self._results)
+
     def results(self) -> list[Result]:
         """The results of the sends that ended, taken out to be settled."""
         taken, self._results = self._results, []
@@ -68,12 +75,14 @@ class Flight:
             await asyncio.wait(set(self._tasks))
 
     def _start(self, event: Outgoing) -> None:
-        task = asyncio.create_task(self._attempt(event), name=f"event-{event.id}")
+        task = asyncio.create_task(self._attempt(event))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _attempt(self, event: Outgoing) -> None:
         delivery = await self._send(event)
+        if not self._results:
+            self.first_ended = time.monotonic()
         self._results.append((event.id, event.attempts, delivery))
         url = event.destination.url
         self.held -= 1
