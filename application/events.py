@@ -1,8 +1,8 @@
 """The event sender: drains the outbox of this store, on every replica that runs an
 engine. It claims due events (the store's claim: one replica per attempt, held for
 `domain.events.CLAIM_LEASE`), starts each attempt at once (`application.event_flight`)
-and settles the attempts that ended in one write per turn; the retry schedule and the
-drop are the domain's.
+and settles the attempts that ended together, in one write, within `settle_delay` of
+their end; the retry schedule and the drop are the domain's.
 
 It never waits for a batch: while attempts are in flight it keeps claiming, up to
 `SenderSettings.capacity` events in hand and `per_destination` attempts at once to one
@@ -230,7 +230,8 @@ class EventSender:
 
     async def _settle(self) -> None:
         """Record every attempt that ended, in one write, timed now: a retry waits
-        from the end of its own attempt, not of any other."""
+        from the end of its own attempt (give or take `settle_delay`), not of the
+        slowest attempt beside it."""
         results = self._flight.results()
         if not results:
             return
