@@ -50,10 +50,12 @@ class Flight:
                 self._waiting.setdefault(url, deque()).append(event)
 
     def full(self) -> list[str]:
-        """The destinations holding `per_destination` events or more: the next claim
-        leaves them out, so a claim of at most `per_destination` events never queues
-        an event behind more than one round of its destination's attempts."""
-        return [url for url, held in self._in_hand.items() if held >= self._limit]
+        """The destinations holding more than `per_destination` events: the next claim
+        leaves them out. A claim takes at most `per_destination`, so a destination
+        holds at most twice that: a round in flight and the next one ready to start
+        as they end (a claim's round trip is not a gap in its sending), and no event
+        waits behind more than one round of attempts."""
+        return [url for url, held in self._in_hand.items() if held > self._limit]
 
     @property
     def ended(self) -> int:

@@ -8,7 +8,7 @@ It never waits for a batch: while attempts are in flight it keeps claiming, up t
 `SenderSettings.capacity` events in hand and `per_destination` attempts at once to one
 URL, so a receiver that hangs holds its own slots and delays no other destination's
 events. A claim takes at most `per_destination` events and leaves out the destinations
-already holding that many, so every event it takes starts within one attempt's time
+holding more than that, so every event it takes starts within one attempt's time
 (10 s) and is settled well before its lease (30 s) lets another replica take it.
 
 Events come second to runs: while the local engine is busy (a burst: more runs due
@@ -218,7 +218,7 @@ class EventSender:
 
     async def _claim(self, limit: int) -> int:
         """Claim up to `limit` events (at most `per_destination`), none for the
-        destinations already holding that many, and start them; how many claimed."""
+        destinations holding more than that, and start them; how many claimed."""
         self._last_claim = self._clock.now()
         limit = min(limit, self.settings.per_destination)
         claimed = await self._store.claim_events(self._last_claim, limit, self._flight.full())

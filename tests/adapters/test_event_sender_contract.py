@@ -63,9 +63,9 @@ async def test_a_hanging_receiver_delays_neither_another_event_nor_its_retry(
     recording_target.respond("/fast", Response(503), Response(204))
     store = await backend.new_store()
     clock = FakeClock(T0 + MINUTE)
-    slow = await missed_event(store, recording_target.url("/slow"))
-    # One attempt per URL at once: the hanging URL is full, and every later claim on
-    # this store leaves it out.
+    slow = [await missed_event(store, recording_target.url("/slow")) for _ in range(3)]
+    # One attempt per URL at once and one more in hand: the hanging URL is soon full,
+    # and every later claim on this store leaves it out.
     settings = SenderSettings(poll_interval=0.01, per_destination=1)
     sender = EventSender(outbox(store), executor, clock, settings=settings)
     await sender.start()
@@ -89,8 +89,9 @@ async def test_a_hanging_receiver_delays_neither_another_event_nor_its_retry(
             return (await event_of(store, fast)).http_status == 204
 
         await eventually(sent, "the retry, 5 s on", within=PROMPTLY)
-        held = await event_of(store, slow)
-        assert (held.attempts, held.http_status, held.finished_at) == (1, None, None)
+        held = [await event_of(store, e) for e in slow]
+        assert sorted(e.attempts for e in held) == [0, 1, 1]
+        assert {(e.http_status, e.finished_at) for e in held} == {(None, None)}
         assert len(recording_target.received("/slow")) == 1
     finally:
         recording_target.release()
