@@ -49,13 +49,13 @@ class Flight:
             else:
                 self._waiting.setdefault(url, deque()).append(event)
 
-    def full(self) -> list[str]:
-        """The destinations holding more than `per_destination` events: the next claim
-        leaves them out. A claim takes at most `per_destination`, so a destination
-        holds at most twice that: a round in flight and the next one ready to start
-        as they end (a claim's round trip is not a gap in its sending), and no event
-        waits behind more than one round of attempts."""
-        return [url for url, held in self._in_hand.items() if held > self._limit]
+    def full(self, claim: int) -> list[str]:
+        """The destinations a claim of `claim` events must leave out: those that could
+        then hold more than twice `per_destination`, a round in flight and the next one
+        ready to start as it ends. So no claimed event waits behind more than one round
+        of attempts, and a claim's round trip is not a gap in a destination's sending."""
+        most = 2 * self._limit - claim
+        return [url for url, held in self._in_hand.items() if held > most]
 
     @property
     def ended(self) -> int:

@@ -67,7 +67,7 @@ class NoEventObserver:
 
 @dataclass(frozen=True, slots=True)
 class SenderSettings:
-    batch_size: int = 100  # events a claim takes at most (never more than per_destination)
+    batch_size: int = 100  # events a claim takes at most (at most twice per_destination)
     capacity: int = 500  # events claimed and not yet sent, at most
     per_destination: int = 100  # attempts in flight to one URL at once
     poll_interval: float = 1.0  # seconds between looks at an outbox with nothing due
@@ -114,6 +114,8 @@ class EventSender:
         # claim found full (`_skipped`) has room again: see `_turn`.
         self._claim_after = 0.0
         self._skipped: set[str] = set()
+        self._settling: asyncio.Task[None] | None = None
+        self._settle_after = 0.0
         self._last_claim: datetime | None = None
 
     def yielding(self) -> bool:
@@ -164,42 +166,61 @@ class EventSender:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
             self._wake.clear()  # what woke it is handled by the next turn
+        if self._settling is not None:
+            await self._settling
+
+    def _settle_soon(self) -> None:
+        """Settle the ended attempts in a task of its own (one at a time): a claim does
+        not wait for a settlement, nor a settlement for a claim."""
+        if self._settling is None or self._settling.done():
+            self._settling = asyncio.create_task(self._settle_apart())
+
+    async def _settle_apart(self) -> None:
+        try:
+            await self._settle()
+        except Exception:
+            log.exception("event sender: settling failed; retrying")
+            self._settle_after = time.monotonic() + self.settings.poll_interval
+            if self._stopping.is_set():
+                self._flight.results()  # given up: their claims lapse, they are sent again
+        finally:
+            self._wake.set()
 
     async def _turn(self) -> float | None:
-        """Settle the attempts that ended (when due), then claim if there is room and
-        reason to; how long to wait, or less if a send ends (None: stopped, nothing in
-        hand)."""
+        """Start settling the attempts that ended (when due), then claim if there is
+        room and reason to; how long to wait, or less if a send or a settlement ends
+        (None: stopped, nothing in hand)."""
         settings = self.settings
-        done = self._stopping.is_set() and self._flight.held == 0
+        settle_in = self._settle_in()
+        if settle_in <= 0:
+            self._settle_soon()
+            settle_in = settings.poll_interval
+        if self._stopping.is_set():
+            # Done once nothing is in hand, sent or to settle.
+            settling = self._settling is not None and not self._settling.done()
+            if self._flight.held or self._flight.ended or settling:
+                return settle_in
+            return None
         try:
-            settle_in = self._settle_in()
-            if settle_in <= 0:
-                await self._settle()
-                settle_in = settings.poll_interval
-            if self._stopping.is_set():
-                return None if done else settle_in
             if self.yielding():
                 return min(_YIELD_POLL, settle_in)
             room = settings.capacity - self._flight.held
             if room <= 0:
                 return settle_in
             early = self._claim_after - time.monotonic()
-            if early > 0 and self._skipped <= set(self._flight.full()):
+            if early > 0 and self._skipped <= set(self._flight.full(self._claim_size())):
                 return min(early, settle_in)
-            limit = settings.batch_size
-            if self._busy is not None and self._busy():
-                limit = settings.busy_batch_size
-            limit = min(limit, room, settings.per_destination)
+            limit = min(self._claim_size(), room)
             claimed = await self._claim(limit)
             await self._housekeeping()
         except Exception:
             log.exception("event sender: a store call failed; retrying")
-            return None if done else settings.poll_interval
+            return settings.poll_interval
         # Claim again at once only after a full claim that left every destination open
         # (more may be due). Otherwise after a poll interval, or as soon as a destination
         # left out opens: a claim that leaves destinations out reads past their due
         # events, so it is not repeated on every send that ends.
-        full = self._flight.full()
+        full = self._flight.full(self._claim_size())
         if claimed == limit and not full:
             self._claim_after, self._skipped = 0.0, set()
             return 0
@@ -212,16 +233,25 @@ class EventSender:
         flight, settings = self._flight, self.settings
         if not flight.ended:
             return settings.poll_interval
+        backoff = self._settle_after - time.monotonic()  # after a failed settlement
+        if backoff > 0:
+            return backoff
         if flight.ended >= settings.settle_batch or not flight.held or self._stopping.is_set():
             return 0.0
         return flight.first_ended + settings.settle_delay - time.monotonic()
 
+    def _claim_size(self) -> int:
+        settings = self.settings
+        if self._busy is not None and self._busy():
+            return settings.busy_batch_size
+        return settings.batch_size
+
     async def _claim(self, limit: int) -> int:
-        """Claim up to `limit` events (at most `per_destination`), none for the
-        destinations holding more than that, and start them; how many claimed."""
+        """Claim up to `limit` events (at most twice `per_destination`), none for the
+        destinations it could give more than two rounds, and start them; how many."""
         self._last_claim = self._clock.now()
-        limit = min(limit, self.settings.per_destination)
-        claimed = await self._store.claim_events(self._last_claim, limit, self._flight.full())
+        limit = min(limit, 2 * self.settings.per_destination)
+        claimed = await self._store.claim_events(self._last_claim, limit, self._flight.full(limit))
         for event in claimed:
             if event.status is EventStatus.DROPPED:  # its claim lapsed past the deadline
                 self._settled(event)
