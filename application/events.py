@@ -7,9 +7,9 @@ their end; the retry schedule and the drop are the domain's.
 It never waits for a batch: while attempts are in flight it keeps claiming, up to
 `SenderSettings.capacity` events in hand and `per_destination` attempts at once to one
 URL, so a receiver that hangs holds its own slots and delays no other destination's
-events. A claim takes at most `per_destination` events and leaves out the destinations
-holding more than that, so every event it takes starts within one attempt's time
-(10 s) and is settled well before its lease (30 s) lets another replica take it.
+events. A claim leaves out the destinations it could give more than two rounds of
+`per_destination` (`Flight.full`), so every event it takes starts within one attempt's
+time (10 s) and is settled well before its lease (30 s) lets another replica take it.
 
 Events come second to runs: while the local engine is busy (a burst: more runs due
 than it has started), the sender claims a small batch (`SenderSettings.busy_batch_size`)
