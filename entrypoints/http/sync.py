@@ -33,7 +33,9 @@ APPLY_MAX_BODY_BYTES = 16 * 1024 * 1024
 class Selector(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    tag: str | None = Field(default=None, pattern=TAG_PATTERN)
+    # Required: an empty selector (a deploy template whose tag came out empty) would
+    # otherwise let prune delete every task not listed. Leave `selector` out for that.
+    tag: str = Field(pattern=TAG_PATTERN)
 
 
 class ApplyRequest(BaseModel):
@@ -46,7 +48,8 @@ class ApplyRequest(BaseModel):
         default=False, description="delete stored tasks not listed (those the selector picks)"
     )
     selector: Selector | None = Field(
-        default=None, description="what prune may delete: tasks carrying `tag` (default: all)"
+        default=None,
+        description="what prune may delete: tasks carrying `tag` (left out: every task)",
     )
     dry_run: bool = Field(default=False, description="answer what would change, write nothing")
 

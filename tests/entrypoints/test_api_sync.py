@@ -192,3 +192,20 @@ async def test_apply_refuses_a_body_past_its_own_limit_and_writes_nothing(
     refused = await client.post("/tasks/apply", json={"tasks": tasks})
     assert_problem(refused, 413)
     assert await names(client) == set()
+
+
+async def test_an_empty_selector_is_refused_rather_than_pruning_everything(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # A deploy template whose tag came out empty once pruned every task not listed.
+    for name in ("mine", "theirs"):
+        await client.put(f"/tasks/{name}", json=spec(recording_target))
+    body = {"tasks": [{"name": "mine", **spec(recording_target)}], "prune": True}
+
+    refused = await client.post("/tasks/apply", json={**body, "selector": {}})
+
+    assert fields(assert_problem(refused, 422)) == ["selector.tag"]
+    assert await names(client) == {"mine", "theirs"}
+    # Left out, the selector is every task: that is said, not slipped into.
+    pruned = await client.post("/tasks/apply", json=body)
+    assert pruned.json()["deleted"] == ["theirs"]
