@@ -142,7 +142,10 @@ class RunRunner:
                 fields["attempts"] = final.attempts
                 fields["http_status"] = final.http_status
                 fields["error"] = final.error
-                log.info("run %s", final.status.value, extra=fields)
+                fields["recorded"] = recorded is not None
+                # Not recorded (the recorder said why): the call's result, not the run's.
+                message = "run %s" if recorded is not None else "call %s; outcome not recorded"
+                log.info(message, final.status.value, extra=fields)
             self._observer.run_finished(final, duration)
         finally:
             self._tasks.pop(run.id, None)

@@ -15,7 +15,13 @@ from application.engine import TriggerLoop
 from domain.backfills import BackfillRequest
 from domain.runs import RunStatus
 from domain.triggers import CronTrigger, IntervalTrigger
-from tests.application.engine_support import T0, RecordingObserver, finished_runs, settings
+from tests.application.engine_support import (
+    T0,
+    GatedExecutor,
+    RecordingObserver,
+    finished_runs,
+    settings,
+)
 from tests.application.engine_support import clock as clock  # fixtures
 from tests.application.engine_support import engines as engines
 from tests.application.engine_support import store as store
@@ -70,6 +76,43 @@ async def test_each_run_is_logged_with_its_fields(
     assert fields["status"] == "succeeded"
     assert fields["lateness"] == 0
     assert fields["duration"] >= 0
+    assert fields["recorded"] is True
+    assert line.getMessage() == "run succeeded"
+
+
+async def test_an_outcome_that_could_not_be_recorded_is_not_logged_as_the_runs(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The process is paused past the run's lease during its call (the fake clock jumps):
+    # the call succeeded, but the outcome is the lost-run sweep's to record, not this
+    # engine's, and the log must not say the run succeeded.
+    caplog.set_level(logging.INFO, logger="scheduler.engine")
+    task = await store.create_task(make_task())
+    executor = GatedExecutor()
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+
+    async def calling() -> bool:
+        return executor.running == 1
+
+    await eventually(calling, "the call")
+    [run] = await store.list_runs(task.id, None, None, 10)
+    assert run.lease_expires_at is not None
+    clock.set(run.lease_expires_at + timedelta(seconds=1))
+    executor.gate.set()
+
+    async def logged() -> list[logging.LogRecord]:
+        ended = [r for r in caplog.records if getattr(r, "run_id", None) == str(run.id)]
+        return [r for r in ended if hasattr(r, "recorded")]
+
+    [line] = await eventually(logged, "the run's log line")
+    assert line.getMessage() == "call succeeded; outcome not recorded"
+    assert line.__dict__["recorded"] is False
+    assert line.__dict__["status"] == "succeeded"  # the call's result
 
 
 async def test_a_backfilled_run_is_late_from_its_backfill_not_from_its_occurrence(
