@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -120,7 +125,29 @@ class TestJitter:
         offsets = {jitter_offset(TASK_ID, T0 + k * MINUTE, 30) for k in range(200)}
         assert all(timedelta(0) <= o < timedelta(seconds=30) for o in offsets)
         assert len(offsets) > 10  # it spreads
-        assert jitter_offset(TASK_ID, T0, 30) == jitter_offset(TASK_ID, T0, 30)
+
+    def test_every_replica_computes_the_same_offsets(self) -> None:
+        # Replicas are processes: an offset from anything seeded per process (str hash,
+        # random) would differ between them. Two fresh interpreters with different hash
+        # seeds must agree with this one.
+        script = (
+            "import sys; from datetime import datetime, timedelta; from uuid import UUID;"
+            "from domain.claims import jitter_offset;"
+            "t0 = datetime.fromisoformat(sys.argv[2]);"
+            "print([jitter_offset(UUID(sys.argv[1]), t0 + timedelta(minutes=k), 3600)"
+            ".total_seconds() for k in range(50)])"
+        )
+        here = [jitter_offset(TASK_ID, T0 + k * MINUTE, 3600).total_seconds() for k in range(50)]
+        root = str(Path(__file__).resolve().parents[2])
+        for seed in ("1", "2"):
+            other = subprocess.run(
+                [sys.executable, "-c", script, str(TASK_ID), T0.isoformat()],
+                env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert ast.literal_eval(other.stdout) == here
 
     def test_jitter_delays_the_run_but_not_scheduled_for(self) -> None:
         task = due_task(MINUTELY, jitter_seconds=30)
