@@ -67,6 +67,17 @@ async def test_patches_racing_pauses_and_resumes_all_land(api: httpx.AsyncClient
     )
 
     assert statuses(answers) == [200] * 20, [a.text for a in answers]
+    # None lost: each patch is a version of its own, and the versions follow each other.
+    history = (await api.get("/tasks/busy/history", params={"limit": 100})).json()["items"]
+    versions = sorted(v["version"] for v in history)
+    assert versions == list(range(1, len(versions) + 1))
+    assert (await api.get("/tasks/busy")).json()["version"] == versions[-1]
+    written = {
+        v["changes"]["description"][1]
+        for v in history
+        if v["version"] > 1 and "description" in v["changes"]
+    }
+    assert written == {f"e{n}" for n in range(10)}
 
 
 async def test_concurrent_puts_of_one_name_all_land(api: httpx.AsyncClient) -> None:
@@ -78,6 +89,12 @@ async def test_concurrent_puts_of_one_name_all_land(api: httpx.AsyncClient) -> N
     assert statuses(answers) == [200] * 9 + [201], [a.text for a in answers]
     task = (await api.get("/tasks/shared")).json()
     assert task["description"] in {f"e{n}" for n in range(10)}
+    # One create and nine replacements, each a version of its own: none lost.
+    assert task["version"] == 10
+    history = (await api.get("/tasks/shared/history", params={"limit": 100})).json()["items"]
+    assert sorted(v["version"] for v in history) == list(range(1, 11))
+    replaced = {v["changes"]["description"][1] for v in history if v["version"] > 1}
+    assert len(replaced) == 9 and task["description"] in replaced
 
 
 async def test_concurrent_patches_of_one_calendar_all_land(api: httpx.AsyncClient) -> None:

@@ -278,12 +278,18 @@ async def test_an_empty_body_or_an_empty_object_is_no_body(api: Client) -> None:
     await api.post("/tasks", json=cron_task(URL, name="t1"))
     form = {"content-type": "application/x-www-form-urlencoded"}
 
-    assert (await api.post("/tasks/t1/pause", content=b"")).status_code == 200
-    assert (await api.post("/tasks/t1/resume", json={})).status_code == 200
-    assert (await api.post("/tasks/t1/dry-run", content=b" {} ")).status_code == 200
-    assert (await api.post("/tasks/t1/pause", content=b"", headers=form)).status_code == 200
+    paused = await api.post("/tasks/t1/pause", content=b"")
+    assert paused.status_code == 200 and paused.json()["enabled"] is False
+    resumed = await api.post("/tasks/t1/resume", json={})
+    assert resumed.status_code == 200 and resumed.json()["enabled"] is True
+    dry_run = await api.post("/tasks/t1/dry-run", content=b" {} ")
+    assert dry_run.status_code == 200 and dry_run.json()["url"] == URL
+    paused = await api.post("/tasks/t1/pause", content=b"", headers=form)
+    assert paused.status_code == 200 and paused.json()["enabled"] is False
     fired = await api.post("/tasks/t1/runs", content=json.dumps({}).encode())
     assert fired.status_code == 202
+    [run] = (await api.get("/tasks/t1/runs")).json()["items"]
+    assert run["id"] == fired.json()["id"] and run["manual"] is True
 
 
 async def test_query_booleans_are_true_or_false_spelt_so(api: Client) -> None:
