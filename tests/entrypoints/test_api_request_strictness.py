@@ -5,7 +5,9 @@ parameter silently kept its last value."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from litestar.testing import AsyncTestClient
@@ -80,18 +82,40 @@ async def test_a_query_instant_is_rfc_3339_with_an_offset(
     assert "RFC 3339" in problem["errors"][0]["message"]
 
 
+def _query_instant(instant: datetime, offset: timedelta, *, fraction: bool = False) -> str:
+    """`instant` written at `offset` (a `+` escaped as a query needs it)."""
+    text = instant.astimezone(timezone(offset)).isoformat(timespec="milliseconds")
+    if not fraction:
+        text = text.replace(".000", "")
+    return quote(text.replace("+00:00", "z"))
+
+
 async def test_the_documented_instant_forms_still_work(api: Client) -> None:
     await api.post("/tasks", json=cron_task(URL, name="t1"))
+    fired = await api.post("/tasks/t1/runs")
+    assert fired.status_code == 202, fired.text
+    at = datetime.fromisoformat(fired.json()["scheduled_for"])
+    minute, ist, pst = timedelta(minutes=1), timedelta(hours=5, minutes=30), timedelta(hours=-8)
 
-    for query in (
-        "since=2026-01-01T00:00:00Z",
-        "since=2026-01-01T00:00:00.250z&until=2027-01-01T05:30:00%2B05:30",
-        "until=2027-01-01T00:00:00-08:00",
+    # Each bound read at its own offset: the run is listed only when it lies between.
+    for since, until, listed in (
+        (_query_instant(at - minute, ist), _query_instant(at + minute, pst), True),
+        (_query_instant(at + minute, ist), _query_instant(at + 2 * minute, pst), False),
+        (_query_instant(at - 2 * minute, pst), _query_instant(at - minute, ist), False),
+        (_query_instant(at, timedelta(0), fraction=True), _query_instant(at + minute, ist), True),
     ):
-        answer = await api.get(f"/runs?{query}")
-        assert answer.status_code == 200, (query, answer.text)
-    explained = await api.get("/tasks/t1/explain?at=2026-06-01T12:00:00%2B02:00")
+        answer = await api.get(f"/runs?since={since}&until={until}")
+        assert answer.status_code == 200, (since, until, answer.text)
+        ids = [run["id"] for run in answer.json()["items"]]
+        assert ids == ([fired.json()["id"]] if listed else []), (since, until)
+
+    # An hourly task explained at 14:30+02:00 speaks of 12:00 UTC, not of 14:00.
+    hourly = cron_task(URL, name="t2")
+    hourly["trigger"]["expression"] = "0 * * * *"
+    await api.post("/tasks", json=hourly)
+    explained = await api.get("/tasks/t2/explain?at=2030-06-01T14:30:00%2B02:00")
     assert explained.status_code == 200, explained.text
+    assert explained.json()["occurrence"] == "2030-06-01T12:00:00Z"
 
 
 async def test_a_plus_left_unescaped_in_a_query_instant_is_named(api: Client) -> None:
