@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.fixtures.ci import missing as ci_missing
 
 CHROMIUM = os.environ.get("SCHEDULER_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -28,9 +28,7 @@ SCREENSHOTS = Path(__file__).resolve().parents[2] / ".artifacts" / "console"
 
 def missing(reason: str) -> None:
     """Fail under CI (the browser tests must run there), skip elsewhere."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"browser tests cannot run: {reason}", pytrace=False)
-    pytest.skip(reason)
+    ci_missing(f"browser tests cannot run: {reason}")
 
 
 def launch(playwright: Any) -> Any:

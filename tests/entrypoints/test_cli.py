@@ -15,6 +15,7 @@ from domain.errors import InvalidRequest
 from entrypoints import container as container_module
 from entrypoints.cli import EXIT_CODES, main
 from entrypoints.settings import ConfigurationError
+from tests.adapters.apscheduler.support import require_apscheduler
 from tests.entrypoints.live import ROOT, clean_environ, cli_command, run_cli
 
 
@@ -211,7 +212,7 @@ def started(stderr: IO[str]) -> list[str]:
 
 
 def test_the_apscheduler_engine_is_one_setting_away() -> None:
-    pytest.importorskip("adapters.apscheduler", reason="the APScheduler adapter is not installed")
+    require_apscheduler()  # skips outside CI only
     with subprocess.Popen(
         [*cli_command(), "serve", "--no-api"],
         env=clean_environ({"SCHEDULER_ENGINE": "apscheduler"}),

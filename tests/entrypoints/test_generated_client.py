@@ -27,6 +27,7 @@ import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.entrypoints.live import ROOT, LiveServer
+from tests.fixtures.ci import missing
 from tests.fixtures.target import RecordingTarget
 from tests.fixtures.waiting import eventually
 
@@ -40,10 +41,7 @@ def tool(name: str, how: str) -> str:
     test is skipped, or fails under CI=true."""
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if found is None:
-        message = f"{name} is not installed ({how})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(f"{name} is not installed ({how})")
     return found
 
 

@@ -3,14 +3,11 @@ in CI (`CI=true`, as .ci/run sets it), where the extra is always installed."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in {"true", "1"}
+from tests.fixtures.ci import in_ci
 
 
 def require_apscheduler() -> None:
