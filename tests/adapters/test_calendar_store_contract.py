@@ -110,8 +110,12 @@ async def test_a_calendar_named_by_a_task_is_not_deleted(store: SchedulerStore) 
 async def test_deleting_a_task_frees_its_calendar(store: SchedulerStore) -> None:
     closures = await store.create_calendar(calendar())
     task = await store.create_task(daily_task(closures))
+    with pytest.raises(CalendarInUse):
+        await store.delete_calendar("closures")
     await store.delete_task(task.id, at=T0)
     await store.delete_calendar("closures")
+    with pytest.raises(CalendarNotFound):
+        await store.get_calendar("closures")
 
 
 async def test_a_change_replans_every_task_naming_it_with_a_history_version(
