@@ -273,8 +273,9 @@ def _advance(
         every = timedelta(seconds=trigger.every)
         steps = (now - jitter - first) // every
         skipped_to = first + steps * every
-        # Only when that is a real occurrence (an `end_at` may come first).
-        if trigger.next_fire_time(skipped_to - SECOND) == skipped_to:
+        # Only when that is a real occurrence (an `end_at` may come first); `first` is
+        # one, and the usual claim (one occurrence due) need not ask.
+        if steps == 0 or trigger.next_fire_time(skipped_to - SECOND) == skipped_to:
             count, latest = steps + 1, skipped_to
             occurrence = trigger.next_fire_time(skipped_to)
     while occurrence is not None:
