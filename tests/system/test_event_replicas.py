@@ -57,12 +57,28 @@ def test_every_event_is_delivered_when_the_sending_replica_is_killed(
         # The receiver answers at once from now on; the doomed replica never hears it.
         recording_target.respond("/events", Response(status=204, body=b""))
         assert doomed.stop(signal.SIGKILL) == -signal.SIGKILL
-        time.sleep(3)  # the survivors go on failing runs and sending their events
-        for k in range(TASKS):
-            pause = httpx.post(f"{replicas[0].url}/tasks/failing-{k}/pause", timeout=10)
-            assert pause.status_code == 200, pause.text
+        killed_at = time.monotonic()
 
         with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+
+            def survivors_sent() -> bool:
+                # The survivors go on failing runs and sending their events: one of those
+                # (not a retry of one in flight at the kill) has reached the receiver,
+                # and more events are stored than there are tasks.
+                sent = {
+                    r.header("webhook-id")
+                    for r in recording_target.received("/events")
+                    if r.received_at > killed_at
+                }
+                row = conn.execute(
+                    sql.SQL("SELECT count(*) AS n FROM {}.events").format(sql.Identifier(schema))
+                ).fetchone()
+                return bool(sent - in_flight) and row is not None and row["n"] > TASKS
+
+            wait_for(survivors_sent, 60, "the survivors to send events of their own")
+            for k in range(TASKS):
+                pause = httpx.post(f"{replicas[0].url}/tasks/failing-{k}/pause", timeout=10)
+                assert pause.status_code == 200, pause.text
 
             def settled() -> bool:
                 # The killed replica's runs end "replica lost" (their own events), and its
