@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 from typing import Any
@@ -62,6 +61,46 @@ def slow_call_just_started_on(
     return row is not None and int(row["n"]) > 0
 
 
+def claims(
+    conn: psycopg.Connection[dict[str, Any]], schema: str, since: datetime | None = None
+) -> Counter[str]:
+    """How many runs each replica has claimed (after `since`, if given)."""
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT replica, count(*) AS n FROM {}.runs"
+            " WHERE %(since)s::timestamptz IS NULL OR claimed_at > %(since)s"
+            " GROUP BY replica"
+        ).format(sql.Identifier(schema)),
+        {"since": since},
+    ).fetchall()
+    return Counter({row["replica"]: int(row["n"]) for row in rows})
+
+
+def skipped(conn: psycopg.Connection[dict[str, Any]], schema: str) -> int:
+    """How many runs were skipped (a slow task's one-at-a-time limit)."""
+    row = conn.execute(
+        sql.SQL("SELECT count(*) AS n FROM {}.runs WHERE status = 'skipped'").format(
+            sql.Identifier(schema)
+        )
+    ).fetchone()
+    return 0 if row is None else int(row["n"])
+
+
+def fast_succeeded_after(
+    conn: psycopg.Connection[dict[str, Any]], schema: str, after: datetime
+) -> int:
+    """How many runs of a fast task scheduled after `after` succeeded."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*) AS n FROM {}.runs r JOIN {}.tasks t ON t.id = r.task_id"
+            " WHERE t.name LIKE 'fast-%%' AND r.status = 'succeeded'"
+            " AND r.scheduled_for > %s"
+        ).format(sql.Identifier(schema), sql.Identifier(schema)),
+        [after],
+    ).fetchone()
+    return 0 if row is None else int(row["n"])
+
+
 def restart_postgres() -> None:
     version = sorted(os.listdir("/etc/postgresql"))[0]
     subprocess.run(
@@ -93,8 +132,15 @@ def test_three_replicas_survive_a_sigkill_and_a_database_restart(
             # Slower than their interval with one instance at a time: some are skipped.
             create(api, f"slow-{k}", recording_target.url("/slow"), every=1, timeout=3)
 
-        time.sleep(3)  # let the three replicas share the load
         with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+            # The three replicas share the load, and the slow tasks' one-at-a-time limit
+            # has skipped some of their occurrences.
+            wait_for(
+                lambda: all(claims(conn, schema)[f"replica-{k}"] >= 5 for k in range(3)),
+                60,
+                "each replica to claim runs",
+            )
+            wait_for(lambda: skipped(conn, schema) > 0, 60, "a slow task's run to be skipped")
             # Kill replica-2 while it has a call in flight: a slow one, started moments
             # ago, so that it cannot end between this check and the kill.
             wait_for(
@@ -104,14 +150,27 @@ def test_three_replicas_survive_a_sigkill_and_a_database_restart(
             )
             assert replicas[2].stop(signal.SIGKILL) == -signal.SIGKILL
             killed_at = datetime.now().astimezone()
-        time.sleep(3)
+            # The survivors go on claiming (claimed_at is stored in whole seconds: these
+            # were claimed in a later second than the kill).
+            wait_for(
+                lambda: all(claims(conn, schema, killed_at)[f"replica-{k}"] > 0 for k in range(2)),
+                60,
+                "each survivor to claim runs after the kill",
+            )
         restarted_at = None
         if RESTART:
             restart_postgres()
             restarted_at = datetime.now().astimezone()
-        time.sleep(4)
 
         with psycopg.connect(database_url, autocommit=True, row_factory=dict_row) as conn:
+            if restarted_at is not None:
+                # Firing resumes once the replicas are back on the database.
+                resumed_after = restarted_at + timedelta(seconds=1)
+                wait_for(
+                    lambda: fast_succeeded_after(conn, schema, resumed_after) > 0,
+                    120,
+                    "a fast task's run scheduled after the restart to succeed",
+                )
             # Every run the killed replica had in flight ends "replica lost" once its
             # lease expires (timeout x attempts + 30 s) and a survivor sweeps.
             wait_for(
