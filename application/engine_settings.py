@@ -60,7 +60,7 @@ class EngineSettings:
     retention_batch_size: int = 1000
     retention_max_batches: int = 10
     store_retry_initial: float = 0.5
-    store_retry_max: float = 30.0
+    store_retry_max: float = 5.0
 
     def __post_init__(self) -> None:
         for name in (

@@ -75,6 +75,16 @@ class FaultyProxy:
         result: int = self._run(self._release()).result(10)
         return result
 
+    def refuse(self) -> int:
+        """Close the listener and drop every connection: new ones are refused, as by a
+        stopped server; how many were dropped."""
+        result: int = self._run(self._refuse()).result(10)
+        return result
+
+    def reopen(self) -> None:
+        """Listen again, on the same port, after `refuse`."""
+        self._run(self._listen(self.port)).result(10)
+
     def upstream_ports(self) -> set[int]:
         result: set[int] = self._run(self._ports()).result(10)
         return result
@@ -92,10 +102,17 @@ class FaultyProxy:
     def _run(self, coroutine: Any) -> Future[Any]:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
-    async def _listen(self) -> None:
+    async def _listen(self, port: int = 0) -> None:
         self._flowing.set()
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
         self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _refuse(self) -> int:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        return await self._cut()
 
     async def _hold(self) -> None:
         self._flowing.clear()

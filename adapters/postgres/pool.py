@@ -31,6 +31,7 @@ def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     timeout: float = 5.0,
+    reconnect_timeout: float = 5.0,
     check: bool = False,
     name: str | None = None,
     schema: str | None = None,
@@ -50,6 +51,13 @@ def create_pool(
     delay from one second after each failed check, so after a server restart, with
     every pooled connection dead, its check would hold the first caller for seconds.
 
+    `reconnect_timeout` bounds each of psycopg_pool's rounds of attempts to replace a
+    lost connection. Within a round it waits a doubling delay (1, 2, 4 s...) between
+    attempts, so after a long outage (its default round is 5 minutes) the next attempt
+    could come 16 s or more after the database was back, every request failing till
+    then. A round given up leaves the place free, and the next request asks for a
+    connection at once: the store answers within about two seconds of the database.
+
     `schema` names the connections (`application_name`) for the scheduler on it.
     """
     kwargs: dict[str, Any] = {"autocommit": True}
@@ -61,6 +69,7 @@ def create_pool(
         min_size=min_size,
         max_size=max_size,
         timeout=timeout,
+        reconnect_timeout=reconnect_timeout,
         name=name,
         kwargs=kwargs,
         check=AsyncConnectionPool.check_connection if check else None,
