@@ -16,6 +16,7 @@ from tests.adapters.http.builders import call, call_once, http_task, make_run
 from tests.adapters.http.conftest import MakeExecutor
 from tests.adapters.http.scripted_server import OK, ScriptedServer
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 
 async def test_one_connection_serves_calls_one_after_another(
@@ -56,11 +57,19 @@ async def test_a_call_waiting_for_a_connection_times_out(
     impatient = http_task(server.url(), timeout_seconds=0.2)
 
     first = asyncio.create_task(executor.execute(slow, make_run(slow), None))
-    await asyncio.sleep(0.05)
+
+    async def first_received() -> bool:
+        return server.requests == 1
+
+    await eventually(first_received, "the server to have the first call")
     waited = await executor.execute(impatient, make_run(impatient), None)
 
-    assert waited.error == "timed out after 0.2s"
+    # It timed out waiting for the one connection: its request never went out (a
+    # call whose wait were unbounded would get the connection once the first call
+    # ended, reach the server, and only then time out reading the slow answer).
+    assert (waited.error, server.requests) == ("timed out after 0.2s", 1)
     assert (await first).status is RunStatus.SUCCEEDED
+    assert server.requests == 1
 
 
 async def test_a_cancelled_call_frees_its_connection(
