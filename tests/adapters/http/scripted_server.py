@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -16,13 +17,15 @@ Answer = Callable[[int], tuple[bytes, bool]]
 @dataclass
 class ScriptedServer:
     """An HTTP/1.1 server on this test's event loop whose answers are raw bytes, so a
-    test can choose the framing and when connections close. Counts connections."""
+    test can choose the framing and when connections close. Counts connections, and
+    the ones it has closed (once their socket is closed: the peer has the close)."""
 
     answer: Answer = lambda _: (OK, False)
     delay: float = 0.0
     connections: int = 0
     open_now: int = 0
     most_open: int = 0
+    closed: int = 0
     requests: int = 0
     heads: list[bytes] = field(default_factory=list)
     server: asyncio.Server | None = None
@@ -65,6 +68,9 @@ class ScriptedServer:
         finally:
             self.open_now -= 1
             writer.close()
+            with suppress(ConnectionError):
+                await writer.wait_closed()
+            self.closed += 1
 
     async def stop(self) -> None:
         if self.server is not None:
