@@ -24,6 +24,7 @@ from tests.adapters.http.builders import (
 )
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 
 async def test_sends_method_headers_and_json_body(
@@ -235,11 +236,11 @@ async def test_cancellation_propagates(
     recording_target.respond("/", Response(delay=10))
     task = http_task(recording_target.url("/"))
     call = asyncio.create_task(executor.execute(task, make_run(task), None))
-    for _ in range(500):  # the target runs in another thread: poll until it has the call
-        if recording_target.received():
-            break
-        await asyncio.sleep(0.01)
 
+    async def received() -> bool:  # the target runs in another thread
+        return bool(recording_target.received())
+
+    await eventually(received, "the target to have the call")
     call.cancel()
 
     with pytest.raises(asyncio.CancelledError):
