@@ -378,9 +378,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exit_code(exc)
         if code == UNEXPECTED and not isinstance(exc, SchedulerError):
             log.exception("unexpected error")
-        print(f"imbi-scheduler: error: {exc}", file=sys.stderr)
+        print(f"imbi-scheduler: error: {exc}{_reason(exc)}", file=sys.stderr)
         return code
     return 0
+
+
+def _reason(exc: BaseException) -> str:
+    """What the driver said of an unreachable database (no such database, role or
+    host, a refused connection), for the operator at the terminal: the API never shows
+    it. libpq's messages name the host, port, role and database, never a password."""
+    cause = exc.__cause__
+    if not isinstance(exc, StoreUnavailable) or cause is None or not str(cause).strip():
+        return ""
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    return ": " + " ".join(lines)
 
 
 if __name__ == "__main__":

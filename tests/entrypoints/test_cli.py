@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import pytest
 
 from domain.errors import InvalidRequest
@@ -257,7 +258,22 @@ def test_init_db_against_an_unreachable_server_exits_69() -> None:
     result = run_cli("init-db", SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
 
     assert result.returncode == 69, result.stderr
-    assert "imbi-scheduler: error:" in result.stderr
+    assert "imbi-scheduler: error: the database is unavailable: " in result.stderr
+    assert 'port 1 failed' in result.stderr  # the driver's reason, on one line
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.postgres
+def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_url: str) -> None:
+    params = conninfo_to_dict(database_url)
+    missing = make_conninfo(database_url, dbname="no_such_scheduler_db", password="s3cret-pw")
+
+    result = run_cli("init-db", SCHEDULER_DATABASE_URL=missing)
+
+    assert result.returncode == 69, result.stderr
+    assert 'database "no_such_scheduler_db" does not exist' in result.stderr
+    assert "s3cret-pw" not in result.stderr + result.stdout
+    assert params  # the server the test database is on answered
 
 
 @pytest.mark.postgres
