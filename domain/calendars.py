@@ -30,6 +30,11 @@ from domain.names import NAME_PATTERN, unreachable_name
 MAX_DATES = 10_000
 # How far a roll looks for a date that is not in the calendar (docs/triggers.md).
 ROLL_LIMIT_DAYS = 366
+# How far past its last listed date (or past where it starts, if later) an `exclude`
+# search looks for a fire time on a free date before it concludes there is none left
+# (docs/triggers.md, "Calendars"): without a limit, a weekly trigger on an excluded
+# weekday stepped through every week to the year 9999, for seconds to minutes.
+EXCLUDE_SEARCH_YEARS = 100
 WEEKDAY_NAMES = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")  # date.weekday() order
 # How many answers a calendar keeps (`_DateIndex`): a few decades of dates, bounded so
 # that a long-lived calendar asked about ever more dates stays small.
@@ -159,13 +164,22 @@ class Calendar(BaseModel):
         within ROLL_LIMIT_DAYS; None when there is none (or the calendar of dates ends)."""
         return self._index.free_date(day, step)
 
+    def search_limit(self, day: date) -> date:
+        """The last date an `exclude` search from `day` looks at for a fire time on a
+        free date: EXCLUDE_SEARCH_YEARS past `day` or the last listed date, the later."""
+        start = max(day, self._index.last_date)
+        try:
+            return start.replace(year=start.year + EXCLUDE_SEARCH_YEARS, day=min(start.day, 28))
+        except ValueError:  # past the year 9999
+            return date.max
+
 
 class _DateIndex:
     """A calendar's dates as sets, and what was asked of them: a re-plan of 10,000 tasks
     asks about the same few dates 10,000 times (the calendar is immutable, so the answers
     hold for its life)."""
 
-    __slots__ = ("_free", "_held", "dates", "weekdays", "yearly")
+    __slots__ = ("_free", "_held", "dates", "last_date", "weekdays", "yearly")
 
     def __init__(
         self, dates: frozenset[date], yearly: frozenset[tuple[int, int]], weekdays: frozenset[int]
@@ -173,6 +187,7 @@ class _DateIndex:
         self.dates = dates
         self.yearly = yearly
         self.weekdays = weekdays
+        self.last_date = max(dates, default=date.min)
         self._held: dict[date, bool] = {}
         self._free: dict[tuple[date, int], date | None] = {}
 

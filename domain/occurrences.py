@@ -94,7 +94,8 @@ def next_occurrence(
     if ref is None:
         found = schedule.unbounded_next(floor, omitted)
     else:
-        found = next(fires(schedule, floor, calendar_for(ref, calendars), ref, omitted), None)
+        calendar = calendar_for(ref, calendars)
+        found = next(fires(schedule, floor, calendar, ref, omitted, end), None)
     return None if found is None or (end is not None and found.at > end) else found
 
 
@@ -120,7 +121,7 @@ def annotate(
                 break
             current = schedule.unbounded_next(current.at, met)
     else:
-        for current in fires(schedule, floor, calendar_for(ref, calendars), ref, met):
+        for current in fires(schedule, floor, calendar_for(ref, calendars), ref, met, end):
             if end is not None and current.at > end:
                 break
             result.occurrences.append(current)
@@ -154,27 +155,70 @@ def fires(
     calendar: Calendar,
     ref: CalendarRef,
     omitted: list[Omission] | None,
+    end: datetime | None = None,
 ) -> Iterator[Occurrence]:
-    """The calendared schedule after `floor`, unbounded, ascending, each instant once."""
+    """The calendared schedule after `floor`, ascending, each instant once; unbounded,
+    but for the `exclude` search, which need not look past `end` for a free fire."""
     if calendar.holds_every_day():
         return iter(())
     if ref.policy == "exclude":
-        return _excluding(schedule, floor, calendar, omitted)
+        return _excluding(schedule, floor, calendar, omitted, end)
     if ref.policy == "next_business_day":
         return _rolling_forward(schedule, floor, calendar, omitted)
     return _rolling_back(schedule, floor, calendar, omitted)
 
 
 def _excluding(
-    schedule: Schedule, floor: datetime, calendar: Calendar, omitted: list[Omission] | None
+    schedule: Schedule,
+    floor: datetime,
+    calendar: Calendar,
+    omitted: list[Omission] | None,
+    end: datetime | None,
 ) -> Iterator[Occurrence]:
+    """The fires not on a calendar date. Past an excluded one, the next free fire is
+    looked for date by date (`_first_free`), and when there is none the search ends;
+    when annotating, the excluded fires up to it are then stepped one by one, to be told."""
     current = schedule.unbounded_next(floor, omitted)
+    free: Occurrence | None = None  # annotating: the next free fire, once looked for
     while current is not None:
-        if current.wall.date() in calendar:
-            _tell(omitted, current, "excluded", calendar)
-        else:
+        if current.wall.date() not in calendar:
             yield current
+        elif omitted is None:
+            current = _first_free(schedule, current, calendar, end)
+            if current is None or (end is not None and current.at > end):
+                return
+            continue
+        else:
+            if free is None or current.at > free.at:
+                free = _first_free(schedule, current, calendar, end)
+                if free is None or (end is not None and free.at > end):
+                    return
+            _tell(omitted, current, "excluded", calendar)
         current = schedule.unbounded_next(current.at, omitted)
+
+
+def _first_free(
+    schedule: Schedule, current: Occurrence, calendar: Calendar, end: datetime | None
+) -> Occurrence | None:
+    """The first fire from `current` on whose date the calendar does not hold, skipping
+    the rest of each excluded date at once; None when there is none up to the calendar's
+    `search_limit` (docs/triggers.md, "Calendars"). Past `end`, the first fire found is
+    returned as it is: the caller ends there."""
+    tz = zone(schedule.timezone)
+    limit = calendar.search_limit(current.wall.date())
+    found: Occurrence | None = current
+    while found is not None:
+        day = found.wall.date()
+        if day not in calendar or (end is not None and found.at > end):
+            return found
+        if day >= limit:
+            return None
+        try:  # the last second of `day` (a midnight in a gap reads as the transition)
+            end_of_day = instant(datetime.combine(day + timedelta(days=1), time()), tz)
+        except OverflowError:
+            return None
+        found = schedule.unbounded_next(max(found.at, end_of_day - ONE_SECOND), None)
+    return None
 
 
 def _rolling_forward(

@@ -303,3 +303,83 @@ def test_calendared_cron_agrees_with_the_naive_reference(
         expression, zone, after, holidays, weekend, policy, **dst
     )
     assert trigger.next_fire_time(after, {"c": calendar}) == expected
+
+
+class TestAnExcludeSearchEnds:
+    """An `exclude` trigger whose fire times all fall on calendar dates has none left
+    (docs/triggers.md, "Calendars"): the search ends at `end_at`, or 100 years past the
+    calendar's last listed date, instead of stepping week by week to the year 9999."""
+
+    SUNDAYS = Calendar(name="sundays", weekdays=["SUN"])
+
+    @pytest.mark.parametrize(
+        "trigger",
+        [
+            {"kind": "cron", "expression": "0 9 * * SUN"},
+            {"kind": "cron", "expression": "*/5 * * * SUN"},
+            {"kind": "calendar", "weeks": 1, "start_date": "2026-01-04"},
+            {"kind": "interval", "every": "P1W", "start_at": "2026-01-04T00:00:00Z"},
+        ],
+    )
+    def test_every_fire_time_on_an_excluded_weekday_leaves_none(
+        self, trigger: dict[str, object]
+    ) -> None:
+        excluded = TRIGGER_ADAPTER.validate_python(
+            {**trigger, "calendar": {"name": "sundays", "policy": "exclude"}}
+        )
+        named = {"sundays": self.SUNDAYS}
+        assert excluded.next_fire_time(at("2026-01-01T00:00:00"), named) is None
+        annotated = excluded.annotated(at("2026-01-01T00:00:00"), 10, named)
+        assert annotated.occurrences == [] and annotated.omitted == []
+
+    def test_a_free_fire_time_decades_away_is_still_found(self) -> None:
+        # Leap days on a Saturday, the only free weekday: 2028 to 2044 are excluded.
+        saturdays = Calendar(name="saturdays", weekdays=["MON", "TUE", "WED", "THU", "FRI", "SUN"])
+        leap_days = cron("0 12 29 2 *", "exclude", calendar="saturdays")
+        found = leap_days.next_fire_time(at("2026-01-01T00:00:00"), {"saturdays": saturdays})
+        assert found == at("2048-02-29T12:00:00")
+
+    def test_the_search_ends_at_an_excluded_fire_time_a_century_on(self) -> None:
+        # Only Wednesdays free. January 4th every 11 years is first a Wednesday in 2136,
+        # the excluded one before it (2125) within the century; every 15 years, in 2311,
+        # with 2131 excluded and past it: the search ends there.
+        named = {
+            "wednesdays": Calendar(
+                name="wednesdays", weekdays=["MON", "TUE", "THU", "FRI", "SAT", "SUN"]
+            )
+        }
+        for years, expected in ((11, at("2136-01-04T00:00:00")), (15, None)):
+            trigger = CalendarTrigger.model_validate(
+                {
+                    "years": years,
+                    "start_date": "2026-01-04",
+                    "calendar": {"name": "wednesdays", "policy": "exclude"},
+                }
+            )
+            assert trigger.next_fire_time(at("2026-01-01T00:00:00"), named) == expected
+
+    def test_the_century_counts_from_the_calendars_last_listed_date(self) -> None:
+        # The same 15-year trigger, with a date listed in 2250: the search may go on to
+        # 2350, and finds 2311.
+        listed = Calendar(
+            name="wednesdays",
+            dates=["2250-06-01"],
+            weekdays=["MON", "TUE", "THU", "FRI", "SAT", "SUN"],
+        )
+        trigger = CalendarTrigger.model_validate(
+            {
+                "years": 15,
+                "start_date": "2026-01-04",
+                "calendar": {"name": "wednesdays", "policy": "exclude"},
+            }
+        )
+        found = trigger.next_fire_time(at("2026-01-01T00:00:00"), {"wednesdays": listed})
+        assert found == at("2311-01-04T00:00:00")
+
+    def test_an_end_at_ends_the_search_with_the_fire_times_before_it(self) -> None:
+        daily = cron("0 9 * * *", "exclude", calendar="sundays", end_at="2026-01-15T00:00:00Z")
+        fires, omitted = rows(daily, "2026-01-01T00:00:00", 20, self.SUNDAYS)
+        assert len(fires) == 12 and fires[-1] == "Wed 2026-01-14 09:00"
+        assert omitted == ["2026-01-04 excluded sundays", "2026-01-11 excluded sundays"]
+        sundays = cron("0 9 * * SUN", "exclude", calendar="sundays", end_at="2026-01-15T00:00:00Z")
+        assert rows(sundays, "2026-01-01T00:00:00", 5, self.SUNDAYS) == ([], [])
