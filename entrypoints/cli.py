@@ -299,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
         "live in memory and nothing persists.",
         formatter_class=formatter,
         epilog="examples:\n  imbi-scheduler serve\n  SCHEDULER_DATABASE_URL=postgresql://"
-        "postgres@127.0.0.1/scheduler imbi-scheduler serve --host 0.0.0.0 --port 8005",
+        "postgres@127.0.0.1/scheduler SCHEDULER_API_TOKENS=ops=$(openssl rand -hex 32) \\\n"
+        "    imbi-scheduler serve --host 0.0.0.0 --port 8005\n"
+        "(the database must exist; off loopback, a token is required)",
     )
     run.add_argument("--host", help="listen on this address (overrides SCHEDULER_HOST)")
     run.add_argument("--port", type=int, help="listen on this port (overrides SCHEDULER_PORT)")
