@@ -224,18 +224,19 @@ class EventRules:
         return self._raise(task, event_type, run, run.claimed_at)
 
     def on_outcome(
-        self, task: TaskRef, run: Run, *, failures_before: int, counted: bool, paused: bool
+        self, task: TaskRef, run: Run, *, failing_before: bool, counted: bool, paused: bool
     ) -> list[Event]:
-        """`run` finished (or was found lost). `failures_before` is the task's
-        consecutive failures before it counted; `counted` whether it counted (a
-        scheduled success or failure); `paused` whether it paused the task."""
+        """`run` finished (or was found lost). `failing_before` says whether the task's
+        last counted run failed (`Task.failing`: kept through a resume); `counted`
+        whether this one counted (a scheduled success or failure); `paused` whether it
+        paused the task."""
         now = run.finished_at or run.claimed_at
         events = []
         if run.status is RunStatus.FAILED:
             events += self._raise(task, EventType.RUN_FAILED, run, now)
         if paused:
             events += self._raise(task, EventType.TASK_AUTO_PAUSED, run, now)
-        if counted and run.status is RunStatus.SUCCEEDED and failures_before > 0:
+        if counted and run.status is RunStatus.SUCCEEDED and failing_before:
             events += self._raise(task, EventType.TASK_RECOVERED, run, now)
         return events
 
@@ -271,16 +272,16 @@ def outcome_events(
     events: list[Event] = []
     for run in finished_runs:
         count = counts.get(run.task_id)
-        failures_before, paused = 0, False
+        failing_before, paused = False, False
         if count is not None:
             after = count_outcome(count, run)
-            failures_before, paused = count.consecutive_failures, after.paused and not count.paused
+            failing_before, paused = count.failing, after.paused and not count.paused
             counts[run.task_id] = after
         task = tasks.get(run.task_id)
         if task is not None:
             counted = count is not None and outcomes.counts(run)
             events += rules.on_outcome(
-                task, run, failures_before=failures_before, counted=counted, paused=paused
+                task, run, failing_before=failing_before, counted=counted, paused=paused
             )
     return events
 

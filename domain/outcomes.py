@@ -62,6 +62,7 @@ class TaskCount:
 
     enabled: bool
     consecutive_failures: int
+    failing: bool
     pause_after_failures: int | None
     next_fire_at: datetime | None
     next_run_at: datetime | None
@@ -74,6 +75,7 @@ class TaskCount:
         return cls(
             enabled=task.enabled,
             consecutive_failures=task.consecutive_failures,
+            failing=task.failing,
             pause_after_failures=task.pause_after_failures,
             next_fire_at=task.next_fire_at,
             next_run_at=task.next_run_at,
@@ -86,6 +88,7 @@ class TaskCount:
         return {
             "enabled": self.enabled,
             "consecutive_failures": self.consecutive_failures,
+            "failing": self.failing,
             "next_fire_at": self.next_fire_at,
             "next_run_at": self.next_run_at,
             "updated_at": self.updated_at,
@@ -100,14 +103,15 @@ def count_outcome(count: TaskCount, run: Run) -> TaskCount:
     if not counts(run):
         return count
     if run.status is RunStatus.SUCCEEDED:
-        return replace(count, consecutive_failures=0)
+        return replace(count, consecutive_failures=0, failing=False)
     failures = count.consecutive_failures + 1
     limit = count.pause_after_failures
     if not (count.enabled and limit is not None and failures >= limit):
-        return replace(count, consecutive_failures=failures)
+        return replace(count, consecutive_failures=failures, failing=True)
     return replace(
         count,
         consecutive_failures=failures,
+        failing=True,
         enabled=False,
         next_fire_at=None,
         next_run_at=None,

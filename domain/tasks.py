@@ -344,6 +344,9 @@ class Task(TaskSpec):
 
     id: UUID
     consecutive_failures: int = 0
+    # Whether the last scheduled run that counted failed. Unlike consecutive_failures,
+    # a resume keeps it: the first success after an automatic pause is a recovery too.
+    failing: bool = False
     next_fire_at: datetime | None = None
     next_run_at: datetime | None = None
     last_run_at: datetime | None = None

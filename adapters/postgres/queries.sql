@@ -382,8 +382,8 @@ WHERE lease_expires_at IS NOT NULL;
 -- the lock to the tasks of runs still running that the batch ends as succeeded or failed,
 -- leaving out a task that only succeeds on a count of zero (nothing to write).
 -- `queueing`: whether it has queued runs, which a pause this batch makes cancels.
-SELECT t.id, t.enabled, t.consecutive_failures, t.pause_after_failures, t.next_fire_at,
-    t.next_run_at, t.updated_at, t.version,
+SELECT t.id, t.enabled, t.consecutive_failures, t.failing, t.pause_after_failures,
+    t.next_fire_at, t.next_run_at, t.updated_at, t.version,
     EXISTS (
         SELECT 1 FROM {schema}.runs AS q WHERE q.task_id = t.id AND q.status = 'queued'
     ) AS queueing
@@ -397,7 +397,7 @@ JOIN (
         AND o.status IN ('succeeded', 'failed')
     GROUP BY r.task_id
 ) AS c ON c.task_id = t.id
-WHERE c.failing OR t.consecutive_failures <> 0
+WHERE c.failing OR t.consecutive_failures <> 0 OR t.failing
 ORDER BY t.id
 -- Not FOR UPDATE, which a lease insert's key-share lock waits on: see claim_due.
 FOR NO KEY UPDATE OF t;
@@ -441,14 +441,15 @@ SELECT {run_columns} FROM finished;
 WITH counted AS (
     SELECT * FROM unnest(
         %(task_ids)b::uuid[], %(enabled)b::boolean[], %(consecutive_failures)b::integer[],
-        %(next_fire_at)b::timestamptz[], %(next_run_at)b::timestamptz[],
+        %(failing)b::boolean[], %(next_fire_at)b::timestamptz[], %(next_run_at)b::timestamptz[],
         %(updated_at)b::timestamptz[], %(version)b::integer[], %(paused)b::boolean[]
-    ) AS c (task_id, enabled, consecutive_failures, next_fire_at, next_run_at, updated_at,
-            version, paused)
+    ) AS c (task_id, enabled, consecutive_failures, failing, next_fire_at, next_run_at,
+            updated_at, version, paused)
 ), written AS (
     UPDATE {schema}.tasks AS t SET
         enabled = c.enabled,
         consecutive_failures = c.consecutive_failures,
+        failing = c.failing,
         next_fire_at = c.next_fire_at,
         next_run_at = c.next_run_at,
         updated_at = c.updated_at,

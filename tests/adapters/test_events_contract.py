@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from application.ports import EventPageKey, EventStore, TaskStore
+from domain.claims import scheduled
 from domain.events import CLAIM_LEASE, DELIVERY_WINDOW, Delivery, Event, EventStatus, Outgoing
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import EventType, Notify
@@ -105,6 +106,32 @@ async def test_outcomes_write_failed_auto_paused_and_recovered(store: TaskStore)
     assert sorted((await types_of(store))[2:]) == ["run.failed", "run.failed", "task.auto_paused"]
     [paused] = [e for e in await events_of(store) if e.type is EventType.TASK_AUTO_PAUSED]
     assert paused.run_id == run.id
+
+
+async def test_the_first_success_after_an_automatic_pause_and_a_resume_is_a_recovery(
+    store: TaskStore,
+) -> None:
+    task = await store.create_task(notified(pause_after_failures=1))
+    run = await claim_one(store, T0)
+    await finish_one(store, run.id, failed(T0))
+    paused = await store.get_task(task.id)
+    assert (paused.enabled, paused.consecutive_failures) == (False, 1)
+    # Resumed as the API resumes (docs/api.md: the failures count starts again at 0).
+    resumed = scheduled(
+        paused.model_copy(update={"enabled": True, "consecutive_failures": 0}), T0 + MINUTE
+    )
+    await store.update_task(resumed, paused.version, reschedule=True)
+    assert (await store.get_task(task.id)).consecutive_failures == 0
+
+    run = await claim_one(store, T0 + MINUTE)
+    await finish_one(store, run.id, succeeded(T0 + MINUTE))
+    run = await claim_one(store, T0 + 2 * MINUTE)
+    await finish_one(store, run.id, succeeded(T0 + 2 * MINUTE))  # a success after one: nothing
+    # The failure's two events share an instant (listed in id order).
+    *failure, recovery = await types_of(store)
+    assert (sorted(failure), recovery) == (["run.failed", "task.auto_paused"], "task.recovered")
+    [recovered] = [e for e in await events_of(store) if e.type is EventType.TASK_RECOVERED]
+    assert recovered.run_id is not None and recovered.run_id != run.id
 
 
 async def test_a_batch_of_outcomes_counts_events_in_its_order(store: TaskStore) -> None:

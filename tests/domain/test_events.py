@@ -52,7 +52,7 @@ def types(events: list[Event]) -> list[str]:
 
 
 def on_outcome(rules: EventRules, finished: Run, task: TaskRef = TASK, **how: Any) -> list[Event]:
-    fields = {"failures_before": 0, "counted": not finished.manual, "paused": False} | how
+    fields = {"failing_before": False, "counted": not finished.manual, "paused": False} | how
     return rules.on_outcome(task, finished, **fields)
 
 
@@ -148,14 +148,14 @@ def test_outcomes_raise_failed_paused_and_recovered() -> None:
         "run.failed",
         "task.auto_paused",
     ]
-    assert types(on_outcome(rules, run(RunStatus.SUCCEEDED), failures_before=2)) == [
+    assert types(on_outcome(rules, run(RunStatus.SUCCEEDED), failing_before=True)) == [
         "task.recovered"
     ]
     assert on_outcome(rules, run(RunStatus.SUCCEEDED)) == []  # nothing to recover from
     assert on_outcome(rules, run(RunStatus.CANCELLED)) == []
     # A manual run does not count, so it recovers nothing; its failure is still told.
     manual = run(RunStatus.SUCCEEDED, manual=True)
-    assert on_outcome(rules, manual, failures_before=2) == []
+    assert on_outcome(rules, manual, failing_before=True) == []
     assert types(on_outcome(rules, run(RunStatus.FAILED, manual=True))) == ["run.failed"]
 
 

@@ -34,6 +34,7 @@ def count(failures: int = 0, limit: int | None = 3, *, enabled: bool = True) -> 
     return TaskCount(
         enabled=enabled,
         consecutive_failures=failures,
+        failing=failures > 0,
         pause_after_failures=limit,
         next_fire_at=T0 + 60 * SECOND,
         next_run_at=T0 + 61 * SECOND,

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import IO
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from domain.errors import InvalidRequest
 from entrypoints import container as container_module
@@ -259,13 +259,12 @@ def test_init_db_against_an_unreachable_server_exits_69() -> None:
 
     assert result.returncode == 69, result.stderr
     assert "imbi-scheduler: error: the database is unavailable: " in result.stderr
-    assert 'port 1 failed' in result.stderr  # the driver's reason, on one line
+    assert "port 1 failed" in result.stderr  # the driver's reason, on one line
     assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.postgres
 def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_url: str) -> None:
-    params = conninfo_to_dict(database_url)
     missing = make_conninfo(database_url, dbname="no_such_scheduler_db", password="s3cret-pw")
 
     result = run_cli("init-db", SCHEDULER_DATABASE_URL=missing)
@@ -273,7 +272,6 @@ def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_u
     assert result.returncode == 69, result.stderr
     assert 'database "no_such_scheduler_db" does not exist' in result.stderr
     assert "s3cret-pw" not in result.stderr + result.stdout
-    assert params  # the server the test database is on answered
 
 
 @pytest.mark.postgres
