@@ -37,6 +37,7 @@ class EarlierRun:
     status: RunStatus
     scheduled_for: datetime
     coalesced: int
+    error: str | None = None  # a MISSED run's reason, when not the grace's (NOT_CALLED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +220,11 @@ def _catch_up(
     folded_count = count - len(kept)
     folded_last = tail[0] if len(tail) > len(kept) else None
     caught_up: list[datetime] = []
+    past_grace = False  # whether the newest folded one was folded for its lateness
     for occurrence in kept[:-1]:
         lateness = now - (run_instant(task, occurrence) or occurrence)
         if grace is not None and lateness > timedelta(seconds=grace):
-            folded_count, folded_last = folded_count + 1, occurrence
+            folded_count, folded_last, past_grace = folded_count + 1, occurrence, True
         else:
             caught_up.append(occurrence)
     runs = [EarlierRun(RunStatus.RUNNING, occurrence, 1) for occurrence in caught_up]
@@ -230,7 +232,9 @@ def _catch_up(
         # Past MAX_COUNTED_OCCURRENCES the folded ones are not known one by one; their
         # run then stands at the first of them.
         at = folded_last or first
-        runs.insert(0, EarlierRun(RunStatus.MISSED, at, folded_count))
+        # Why, as the newest folded one says: past the grace, or beyond the limit.
+        error = None if past_grace else BEYOND_CATCH_UP.format(limit=task.max_catch_up)
+        runs.insert(0, EarlierRun(RunStatus.MISSED, at, folded_count, error))
     return tuple(runs)
 
 
@@ -324,6 +328,11 @@ def resolve_status(decision_status: RunStatus, active_leases: int, limit: int) -
     return decision_status
 
 
+# The error of a catch-up's MISSED run that stands for occurrences older than the ones
+# `max_catch_up` lets run, the latest of them within the grace.
+BEYOND_CATCH_UP = (
+    "older than the newest max_catch_up = {limit} occurrences of the catch-up; not called"
+)
 # The error a run that was not called records.
 NOT_CALLED = {
     RunStatus.MISSED: "claimed later than misfire_grace_seconds after its time; not called",
@@ -340,9 +349,11 @@ def new_run(
     coalesced: int,
     *,
     manual: bool = False,
+    error: str | None = None,
 ) -> Run:
     """A run claimed at `now`: RUNNING with a lease, QUEUED (no lease, not started yet),
-    or already finished when not called."""
+    or already finished when not called, with `error` (a MISSED run's reason) or the
+    status's NOT_CALLED."""
     claimed_at = truncate(now)
     running = status is RunStatus.RUNNING
     waiting = status is RunStatus.QUEUED
@@ -357,7 +368,7 @@ def new_run(
         lease_expires_at=claimed_at + lease_duration(task.target) if running else None,
         status=status,
         manual=manual,
-        error=NOT_CALLED.get(status),
+        error=(error if status is RunStatus.MISSED else None) or NOT_CALLED.get(status),
         replica=replica,
     )
 

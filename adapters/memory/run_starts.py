@@ -41,7 +41,10 @@ class RunStarts(MemoryStoreBase):
                     continue
                 # catch_up "all": each earlier occurrence a run of its own, first.
                 occurrences = [
-                    *(Occurrence(e.status, e.scheduled_for, e.coalesced) for e in decision.earlier),
+                    *(
+                        Occurrence(e.status, e.scheduled_for, e.coalesced, e.error)
+                        for e in decision.earlier
+                    ),
                     Occurrence(decision.status, decision.scheduled_for, decision.coalesced),
                 ]
                 runs = self._slots.claim(copy_task(task), now, replica, occurrences)

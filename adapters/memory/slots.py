@@ -47,6 +47,7 @@ class Occurrence:
     status: RunStatus
     scheduled_for: datetime
     coalesced: int
+    error: str | None = None  # a MISSED run's reason (domain.claims.EarlierRun)
 
 
 class SlotBook:
@@ -127,8 +128,9 @@ class SlotBook:
         made_ids: list[UUID] = []
         for occurrence, placement in zip(made, slot_plan.placements, strict=True):
             status = occurrence.status if placement is None else placement.status
+            when, coalesced = occurrence.scheduled_for, occurrence.coalesced
             run = self.record(
-                new_run(task, now, replica, status, occurrence.scheduled_for, occurrence.coalesced)
+                new_run(task, now, replica, status, when, coalesced, error=occurrence.error)
             )
             if placement is Placement.REPLACE_RUNNING:
                 self._ask_to_stop(stoppable.popleft(), replaced_by(run.id))

@@ -57,8 +57,8 @@ class RunStarts(PostgresStoreBase):
                     continue
                 # catch_up "all": each earlier occurrence a run of its own, first.
                 occurrences = [
-                    *((e.status, e.scheduled_for, e.coalesced) for e in decision.earlier),
-                    (decision.status, decision.scheduled_for, decision.coalesced),
+                    *((e.status, e.scheduled_for, e.coalesced, e.error) for e in decision.earlier),
+                    (decision.status, decision.scheduled_for, decision.coalesced, None),
                 ]
                 read = reads.get(task.id) or SlotRead(Slots(task.max_running_instances, 0), [], [])
                 runs = place_claim(task, occurrences, read, now, replica, writes)

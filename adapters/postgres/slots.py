@@ -216,7 +216,7 @@ async def cancel_queues(
 
 def place_claim(
     task: Task,
-    occurrences: Sequence[tuple[RunStatus, datetime, int]],
+    occurrences: Sequence[tuple[RunStatus, datetime, int, str | None]],
     read: SlotRead,
     now: datetime,
     replica: str,
@@ -224,22 +224,23 @@ def place_claim(
 ) -> list[Run]:
     """Carry out the slot plan of one claim of `task`: the queued runs it starts go to
     `writes`, and the runs of `occurrences` (status, scheduled_for, coalesced, oldest
-    first) are returned as placed, for `record_claims`."""
-    statuses = [status for status, _, _ in occurrences]
+    first, and a MISSED one's reason if not the grace's) are returned as placed, for
+    `record_claims`."""
+    statuses = [status for status, _, _, _ in occurrences]
     if starts_as_claimed(read.slots, statuses):  # a default task's claim: nothing to plan
-        status, scheduled_for, coalesced = occurrences[0]
-        return [new_run(task, now, replica, status, scheduled_for, coalesced)]
+        status, scheduled_for, coalesced, error = occurrences[0]
+        return [new_run(task, now, replica, status, scheduled_for, coalesced, error=error)]
     slot_plan = plan(task.overlap, read.slots, statuses)
     started = read.heads[: slot_plan.start_queued]
     writes.start_runs(task, started, now, replica)
     stoppable = deque([*read.stoppable, *started])
     waiting: deque[UUID] = deque(read.heads[slot_plan.start_queued :])
     runs: dict[UUID, Run] = {}
-    for (status, scheduled_for, coalesced), placement in zip(
+    for (status, scheduled_for, coalesced, error), placement in zip(
         occurrences, slot_plan.placements, strict=True
     ):
         placed = status if placement is None else placement.status
-        run = new_run(task, now, replica, placed, scheduled_for, coalesced)
+        run = new_run(task, now, replica, placed, scheduled_for, coalesced, error=error)
         runs[run.id] = run
         if placement is Placement.REPLACE_RUNNING:
             writes.stop[stoppable.popleft()] = replaced_by(run.id)

@@ -51,6 +51,24 @@ async def test_catch_up_all_records_a_run_per_occurrence(store: TaskStore) -> No
     assert await store.claim_due(now, 10, REPLICA) == []
 
 
+async def test_a_run_folded_beyond_max_catch_up_says_so(store: TaskStore) -> None:
+    task = await store.create_task(
+        make_task(
+            IntervalTrigger(every=60, anchor=T0),
+            catch_up="all",
+            max_catch_up=2,
+            misfire_grace_seconds=3600,
+            max_running_instances=10,
+        )
+    )
+    claimed = await store.claim_due(T0 + 5 * MINUTE, 10, REPLICA)
+    [folded] = [c.run for c in claimed if c.run.status is RunStatus.MISSED]
+    expected = "older than the newest max_catch_up = 2 occurrences of the catch-up; not called"
+    assert (folded.coalesced, folded.error) == (4, expected)
+    stored = {run.id: run for run in await store.list_runs(task.id, None, None, 10)}
+    assert stored[folded.id].error == expected
+
+
 async def test_caught_up_runs_share_the_slot_limit(store: TaskStore) -> None:
     await store.create_task(
         make_task(catch_up="all", misfire_grace_seconds=None, max_running_instances=2)

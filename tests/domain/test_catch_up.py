@@ -8,7 +8,7 @@ from uuid import UUID
 import pytest
 from pydantic import ValidationError
 
-from domain.claims import claim
+from domain.claims import BEYOND_CATCH_UP, NOT_CALLED, claim, new_run
 from domain.runs import RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import CronTrigger, IntervalTrigger, Trigger
@@ -72,6 +72,25 @@ class TestCatchUpAll:
             (RUNNING, T0 + 4 * MINUTE, 1),
             (RUNNING, T0 + 5 * MINUTE, 1),
         ]
+
+    def test_a_folded_run_says_why_it_was_not_called(self, trigger: Trigger) -> None:
+        # Beyond max_catch_up (and well within the grace): the limit is the reason.
+        beyond = claim(due_task(trigger, grace=3600, max_catch_up=2), T0 + 5 * MINUTE)
+        assert beyond is not None
+        assert [e.error for e in beyond.earlier] == [BEYOND_CATCH_UP.format(limit=2), None]
+        run = new_run(
+            due_task(trigger, grace=3600), T0, "r", MISSED, T0, 4, error=beyond.earlier[0].error
+        )
+        assert run.error == (
+            "older than the newest max_catch_up = 2 occurrences of the catch-up; not called"
+        )
+        # The newest folded one past the grace: the grace is the reason (NOT_CALLED).
+        late = claim(due_task(trigger, grace=150), T0 + 5 * MINUTE + timedelta(seconds=10))
+        assert late is not None and late.earlier[0].error is None
+        assert (
+            new_run(due_task(trigger, grace=150), T0, "r", MISSED, T0, 3).error
+            == (NOT_CALLED[MISSED])
+        )
 
     def test_the_latest_past_the_grace_folds_everything_as_latest_does(
         self, trigger: Trigger
