@@ -60,8 +60,12 @@ def backfill(args: argparse.Namespace) -> int:
         "dry_run": args.dry_run,
     }
     answer = _call(args, "POST", f"/tasks/{quote(args.task, safe='')}/backfill", json=body)
-    made = "would make" if args.dry_run else "made"
-    print(f"backfill {answer['backfill_id']}: {made} {answer['runs']} runs")
+    if args.dry_run:  # its ids are placeholders that name nothing: not shown
+        print(f"dry run: would make {answer['runs']} runs (nothing written)")
+        for run in answer.get("items", []):
+            print(f"  {run['scheduled_for']}  would be {run['status']}")
+        return 0
+    print(f"backfill {answer['backfill_id']}: made {answer['runs']} runs")
     for run in answer.get("items", []):
         print(_run_line(run))
     return 0

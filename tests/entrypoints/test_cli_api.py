@@ -66,6 +66,9 @@ async def test_backfill_then_explain(server: LiveServer, recording_target: Recor
     )
     assert dry.returncode == 0, dry.stderr
     assert "would make 2 runs" in dry.stdout
+    lines = dry.stdout.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == [z(instant) for instant in past]
+    assert "backfill " not in dry.stdout and " run " not in dry.stdout  # no placeholder ids
     assert recording_target.received() == []
 
     # URL and token from the environment this time.
