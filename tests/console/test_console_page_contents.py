@@ -75,6 +75,29 @@ async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: C
     assert listed(none) == 10
 
 
+async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
+    open_console: Client,
+) -> None:
+    # Weekdays at 09:00 with the weekend excluded: the 10 listed fire times span two
+    # weeks, so three or four weekend dates do not fire among them (three when the page
+    # is read on a Saturday after 09:00), not the ~40 of the 100 fetched for the timeline.
+    await open_console.post("/calendars", json={"name": "weekend", "weekdays": ["SAT", "SUN"]})
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "weekend", "policy": "exclude"},
+    }
+    await create(open_console, cron_task("http://127.0.0.1:9/", "weekdays", trigger=trigger), None)
+
+    page = (await open_console.get("/ui/tasks/weekdays")).text
+    found = re.search(r"<summary>(\d+) wall times? up to the last of these that do not fire", page)
+    assert found, "the page lists no wall times that do not fire"
+    gone = page.split('class="omitted"')[1].split("</ul>")[0].count("<li>")
+    assert gone == int(found.group(1))
+    assert 3 <= gone <= 4
+
+
 async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_shown(
     open_console: Client, recording_target: RecordingTarget
 ) -> None:

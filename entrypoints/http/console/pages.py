@@ -119,6 +119,10 @@ class ConsolePages(Controller):
         _, upcoming = await scheduling.upcoming_annotated(task.id, UPCOMING)
         now = _now()
         definition = task.spec().model_dump(mode="json", exclude={"description"})
+        listed = upcoming.occurrences[:LISTED_FIRE_TIMES]
+        # What does not fire among the fire times listed, not among all 100 fetched.
+        through = listed[-1].at if listed else None
+        omitted = [o for o in upcoming.omitted if through is not None and o.key <= through]
         return render(
             request,
             "task.html",
@@ -129,8 +133,8 @@ class ConsolePages(Controller):
             zone=task.trigger.timezone,
             definition=json.dumps(definition, indent=2, ensure_ascii=False),
             upcoming=upcoming.occurrences,
-            listed=upcoming.occurrences[:LISTED_FIRE_TIMES],
-            omitted=upcoming.omitted,
+            listed=listed,
+            omitted=omitted,
             timeline=timeline(upcoming.occurrences, task.trigger.timezone, now, fetched=UPCOMING),
             runs=runs.items,
             next_cursor=runs.next_cursor,
