@@ -126,7 +126,8 @@ class TriggerLoop:
                 await main
         await self._runs.drain()
         self._cancel_wake()
-        log.info("engine stopped", extra={"replica": self._settings.replica})
+        if main is not None:  # never started (`serve --no-engine`): its fire-now runs drained
+            log.info("engine stopped", extra={"replica": self._settings.replica})
 
     async def kill(self) -> None:
         """Die as a killed process would (for tests): cancel the loop and every run

@@ -199,7 +199,7 @@ def from_runs(
     if run.backfill_id is not None:
         detail += f" (backfill {run.backfill_id}"
         if len(runs) > 1:
-            detail += f"; before it, run {runs[1].id} was {runs[1].status.value}"
+            detail += f"; before it, run {runs[1].id}: {runs[1].status.value}"
         detail += ")"
     return Explanation(occurrence, verdict, detail, runs, version)
 

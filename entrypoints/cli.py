@@ -11,6 +11,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -285,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
         "or one-shot triggers call HTTP targets; any number of replicas share one "
         "PostgreSQL database. Settings come from SCHEDULER_* environment variables "
         "(see README.md).",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {package_version('imbi-scheduler')}"
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     formatter = argparse.RawDescriptionHelpFormatter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from pathlib import Path
@@ -246,6 +247,13 @@ def test_serve_without_a_database_warns_that_nothing_persists() -> None:
     assert "SCHEDULER_DATABASE_URL is not set" in first and "nothing persists" in first
     assert process.returncode == 0
     assert "stopped" in rest
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert re.fullmatch(r"imbi-scheduler \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
 
 
 def test_init_db_needs_a_database_url(capsys: pytest.CaptureFixture[str]) -> None:
