@@ -125,7 +125,7 @@ def template_context(
 ) -> dict[str, Any]:
     scheduled_for = rfc3339(run.scheduled_for)
     return {
-        "task": task.model_dump(mode="json", exclude={"next_fire_at"}),
+        "task": task.model_dump(mode="json", exclude={"next_fire_at", "failing"}),
         "run": {"id": str(run.id), "scheduled_for": scheduled_for, "manual": run.manual},
         "scheduled_for": scheduled_for,
         "now": rfc3339(now),

@@ -41,8 +41,13 @@ def rfc3339(instant: datetime) -> str:
 
 def _printed(value: Any) -> Any:
     """What `{{ expression }}` prints: null (`last_run` before the first run, an unset
-    task field) prints as nothing, never as Python's "None" (docs/api.md, "Templates")."""
-    return "" if value is None else value
+    task field) prints as nothing, never as Python's "None", and a boolean as JSON
+    spells it, `true` or `false`, never "True" (docs/api.md, "Templates")."""
+    if value is None:
+        return ""
+    if value is True or value is False:
+        return "true" if value else "false"
+    return value
 
 
 class _Sandbox(SandboxedEnvironment):

@@ -39,7 +39,7 @@ async def test_url_headers_and_body_are_rendered(
     [request] = recording_target.received()
     assert request.path == "/nightly-report?at=2026-03-09T06:30:00Z"
     assert request.header("X-Run") == str(run.id)
-    assert request.header("X-Manual") == "False"
+    assert request.header("X-Manual") == "false"
     assert request.json() == {
         "task": str(task.id),
         "window": ["2026-03-09T05:30:00Z", "2026-03-09T06:30:00Z"],
@@ -67,7 +67,7 @@ async def test_last_run_is_null_on_a_first_run_and_now_is_utc(
     await executor.execute(task, make_run(task), None)
 
     body = recording_target.received()[0].json()
-    assert body["last"] == "True"
+    assert body["last"] == "true"  # as JSON spells it, never Python's "True"
     assert body["printed"] == ""  # null prints as nothing, never as "None"
     assert body["since"] == "never"
     assert body["description"] == "[]"
@@ -80,14 +80,23 @@ async def test_the_task_as_json_has_no_internal_fields(
     task = http_task(
         recording_target.url("/"),
         template=True,
-        body={"next_fire_at": "{{ 'next_fire_at' in task }}", "next": "{{ task.next_run_at }}"},
+        body={
+            "next_fire_at": "{{ 'next_fire_at' in task }}",
+            "failing": "{{ 'failing' in task }}",
+            "next": "{{ task.next_run_at }}",
+            "manual": "{{ run.manual }}",
+            "enabled": "{{ task.enabled }}",
+        },
     )
 
     await executor.execute(task, make_run(task), None)
 
     assert recording_target.received()[0].json() == {
-        "next_fire_at": "False",
+        "next_fire_at": "false",
+        "failing": "false",
         "next": "2026-03-09T06:30:00Z",
+        "manual": "false",
+        "enabled": "true",
     }
 
 
