@@ -383,3 +383,25 @@ class TestAnExcludeSearchEnds:
         assert omitted == ["2026-01-04 excluded sundays", "2026-01-11 excluded sundays"]
         sundays = cron("0 9 * * SUN", "exclude", calendar="sundays", end_at="2026-01-15T00:00:00Z")
         assert rows(sundays, "2026-01-01T00:00:00", 5, self.SUNDAYS) == ([], [])
+
+
+@pytest.mark.parametrize("policy", ["next_business_day", "previous_business_day"])
+@pytest.mark.parametrize("expression", ["*/5 * * * *", "*/2 * * * *", "0 9 * * *"])
+def test_a_long_run_of_held_dates_rolls_as_the_annotated_fire_times_say(
+    policy: str, expression: str
+) -> None:
+    # Twelve dates held in a row, over New York's change to summer time:
+    # `next_fire_time` skips the dates that cannot fire at once, the annotated path
+    # (which tells each fire rolled away) steps through every one; both must name the
+    # same fire times.
+    held = [(date(2026, 3, 2) + timedelta(days=k)).isoformat() for k in range(12)]
+    closed = Calendar(name="closed", dates=held, weekdays=["SUN"])
+    for zone in ("UTC", "America/New_York"):
+        trigger = cron(expression, policy, calendar="closed", timezone=zone)
+        after = at("2026-03-03T10:00:00")
+        for _ in range(4):
+            fast = trigger.next_fire_time(after, {"closed": closed})
+            annotated = trigger.annotated(after, 1, {"closed": closed}).occurrences
+            assert fast == (annotated[0].at if annotated else None), (zone, after)
+            assert fast is not None
+            after = fast
