@@ -275,7 +275,10 @@ def outcome_events(
         failing_before, paused = False, False
         if count is not None:
             after = count_outcome(count, run)
-            failing_before, paused = count.failing, after.paused and not count.paused
+            # `failing` is false on a row of a database upgraded from before it existed:
+            # failures counted then still make the next success a recovery.
+            failing_before = count.failing or count.consecutive_failures > 0
+            paused = after.paused and not count.paused
             counts[run.task_id] = after
         task = tasks.get(run.task_id)
         if task is not None:

@@ -23,8 +23,10 @@ from domain.events import (
     claimed,
     lapsed,
     new_event,
+    outcome_events,
     retry_wait,
 )
+from domain.outcomes import TaskCount
 from domain.runs import Run, RunStatus
 from domain.tasks import EventType, Notify
 
@@ -138,6 +140,26 @@ def test_the_body_names_the_event_the_task_and_the_run() -> None:
 )
 def test_a_claim_raises_missed_and_skipped(status: RunStatus, raised: list[str]) -> None:
     assert types(EventRules(GLOBAL).on_claim(TASK, run(status))) == raised
+
+
+def test_a_success_after_failures_counted_before_failing_was_kept_is_a_recovery() -> None:
+    # A task row of a database upgraded from before `failing` existed: failures counted,
+    # `failing` false. Its next scheduled success is still a recovery; then no more.
+    count = TaskCount(
+        enabled=True,
+        consecutive_failures=2,
+        failing=False,
+        pause_after_failures=None,
+        next_fire_at=T0,
+        next_run_at=T0,
+        updated_at=T0,
+        version=3,
+    )
+    firsts = [run(RunStatus.RUNNING, lease_expires_at=T0) for _ in range(2)]
+    ended = [r.model_copy(update={"status": RunStatus.SUCCEEDED}) for r in firsts]
+    events = outcome_events(EventRules(GLOBAL), {TASK.id: TASK}, {TASK.id: count}, ended)
+    assert types(events) == ["task.recovered"]
+    assert events[0].run_id == ended[0].id
 
 
 def test_outcomes_raise_failed_paused_and_recovered() -> None:
