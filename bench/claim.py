@@ -6,9 +6,12 @@ for 1 and 3 concurrent claimers and batch sizes 1, 10, 100 and 500, claims every
 once through `PostgresTaskStore.claim_due` (the full path: select and lock, the claim
 rule, lease locks and counts, task updates, run and lease rows) and prints the
 occurrences claimed per second and the claimers' CPU per occurrence, one line per
-setting; beside it, the raw claim's rate in the same run (the bare `FOR UPDATE SKIP
-LOCKED` statement that advances the tasks, no runs: the machine's limit). Each claimer
-is a process of its own with its own pool, as replicas are.
+setting; beside it, in the same run, two limits of this machine: "all in SQL", the same
+writes (lock, lease locks and counts, advance, run and lease rows, the runs returned)
+made by one statement per batch with every value computed by PostgreSQL, no Python per
+occurrence (the claim path's floor), and the raw claim (the bare `FOR UPDATE SKIP
+LOCKED` statement that advances the tasks, no runs). Each claimer is a process of its
+own with its own pool, as replicas are.
 
 Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records an outcome
 (succeeded) for every run through `PostgresTaskStore.finish_runs` (the run, its lease,
@@ -139,6 +142,61 @@ async def raw_claim_all(url: str, schema: str, batch: int, start: Barrier) -> tu
         return claimed, time.process_time() - cpu
 
 
+# The floor of the whole claim path: the writes `claim_due` makes for a batch (lock the
+# due tasks, take each one's lease lock and count its leases, advance it, insert a run
+# and its lease, return the runs), in one statement with every value computed by
+# PostgreSQL: no Python per occurrence at all, and one round trip. The claim path can
+# come near this, never past it; a goal above it is above this machine.
+FLOOR_CLAIM = """
+WITH due AS (
+    SELECT id, next_fire_at FROM {schema}.tasks WHERE enabled AND next_run_at <= %(now)s
+    ORDER BY next_run_at, id LIMIT %(limit)s FOR NO KEY UPDATE SKIP LOCKED
+), locked AS MATERIALIZED (
+    SELECT id, next_fire_at, pg_advisory_xact_lock(hashtextextended(id::text, 0)) AS lock
+    FROM due ORDER BY id
+), counted AS MATERIALIZED (
+    SELECT k.id, k.next_fire_at, (
+        SELECT count(*) FROM {schema}.run_leases AS l
+        WHERE l.task_id = k.id AND l.expires_at > %(now)s
+    ) AS leases
+    FROM locked AS k
+), advanced AS (
+    UPDATE {schema}.tasks AS t SET
+        next_fire_at = c.next_fire_at + interval '1 hour',
+        next_run_at = c.next_fire_at + interval '1 hour',
+        last_run_at = c.next_fire_at
+    FROM counted AS c WHERE t.id = c.id
+), recorded AS (
+    INSERT INTO {schema}.runs (
+        id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
+        lease_expires_at, status, error, manual, attempts, replica
+    )
+    SELECT gen_random_uuid(), c.id, c.next_fire_at, 1, %(now)s, %(now)s, NULL,
+        %(now)s::timestamptz + interval '1 minute', 'running', NULL, false, 0, %(replica)s
+    FROM counted AS c WHERE c.leases < 1
+    RETURNING id, task_id, scheduled_for, lease_expires_at, replica
+), leased AS (
+    INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
+    SELECT id, task_id, lease_expires_at, replica FROM recorded
+)
+SELECT id, task_id, scheduled_for FROM recorded
+"""
+
+
+async def floor_claim_all(
+    url: str, schema: str, batch: int, replica: str, start: Barrier
+) -> tuple[int, float]:
+    query = sql.SQL(FLOOR_CLAIM).format(schema=sql.Identifier(schema))
+    params = {"now": NOW, "limit": batch, "replica": replica}
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        start.wait()
+        claimed = 0
+        cpu = time.process_time()
+        while runs := await (await conn.execute(query, params, binary=True)).fetchall():
+            claimed += len(runs)
+        return claimed, time.process_time() - cpu
+
+
 def claimer(
     url: str,
     schema: str,
@@ -150,6 +208,8 @@ def claimer(
 ) -> None:
     if replica.startswith("raw"):
         claimed, cpu = asyncio.run(raw_claim_all(url, schema, batch, start))
+    elif replica.startswith("floor"):
+        claimed, cpu = asyncio.run(floor_claim_all(url, schema, batch, replica, start))
     else:
         claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start, default_gc))
     out.put((claimed, time.perf_counter(), cpu))
@@ -162,7 +222,7 @@ def measure(
     batch: int,
     count: int,
     *,
-    raw: bool = False,
+    kind: str = "bench",
     default_gc: bool = False,
 ) -> tuple[float, float]:
     """Occurrences per second from the moment every claimer is ready to the last one's
@@ -173,7 +233,7 @@ def measure(
     procs = [
         mp.Process(
             target=claimer,
-            args=(url, schema, batch, f"{'raw' if raw else 'bench'}:{i}", start, out, default_gc),
+            args=(url, schema, batch, f"{kind}:{i}", start, out, default_gc),
         )
         for i in range(claimers)
     ]
@@ -352,11 +412,13 @@ def main() -> None:
                     args.url, schema, claimers, batch, args.tasks, default_gc=args.default_gc
                 )
                 asyncio.run(again(args.url, schema))
-                raw, _ = measure(args.url, schema, claimers, batch, args.tasks, raw=True)
+                raw, _ = measure(args.url, schema, claimers, batch, args.tasks, kind="raw")
+                asyncio.run(again(args.url, schema))
+                floor, _ = measure(args.url, schema, claimers, batch, args.tasks, kind="floor")
                 print(
                     f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s,"
                     f" client CPU {cpu * 1e6:,.0f} us/occurrence;"
-                    f" raw claim {raw:,.0f} rows/s",
+                    f" all in SQL {floor:,.0f}/s; raw claim {raw:,.0f} rows/s",
                     flush=True,
                 )
         for writers in WRITERS if args.only != "claims" else ():
