@@ -101,7 +101,7 @@ def main() -> None:
     schema = f"bench_api_{uuid.uuid4().hex[:8]}"
     if args.store == "postgres":
         asyncio.run(initialize(args.database_url, schema))
-        environ |= {"SCHEDULER_DATABASE_URL": args.database_url, "SCHEDULER_DB_SCHEMA": schema}
+        environ |= {"SCHEDULER_DATABASE_URL": args.database_url, "SCHEDULER_SCHEMA": schema}
     try:
         with LiveServer(environ, ["--no-engine"]) as server:
             assert server.process is not None

@@ -116,7 +116,7 @@ def main() -> None:
     schema = f"bench_creates_{uuid.uuid4().hex[:8]}"
     if args.store == "postgres":
         asyncio.run(initialize(args.url, schema))
-        environ |= {"SCHEDULER_DATABASE_URL": args.url, "SCHEDULER_DB_SCHEMA": schema}
+        environ |= {"SCHEDULER_DATABASE_URL": args.url, "SCHEDULER_SCHEMA": schema}
     figure("store_postgres", int(args.store == "postgres"))
     try:
         with LiveServer(environ, ["--no-engine"]) as server:
