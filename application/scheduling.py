@@ -46,7 +46,7 @@ from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.explain import Explanation
 from domain.history import TaskVersion
 from domain.instants import truncate
-from domain.occurrences import AnnotatedFireTimes
+from domain.occurrences import MAX_OMISSIONS_TOLD, AnnotatedFireTimes, Omission
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
 from domain.triggers import TRIGGER_ADAPTER, Calendars, OneShotTrigger, Trigger
@@ -264,7 +264,7 @@ class SchedulingService:
         if first > now:
             lead = task.trigger.annotated(now - SECOND, 1, calendars)
             ahead = [omission for omission in lead.omitted if omission.key < first]
-            listed = AnnotatedFireTimes(listed.occurrences, ahead + listed.omitted)
+            listed = _after_lead(ahead, lead.omitted_truncated, listed)
         return task, listed
 
     def preview(
@@ -370,3 +370,13 @@ class SchedulingService:
 
 # `trigger` and each `auth` are replaced whole by a merge patch, never merged.
 _WHOLE: Sequence[tuple[str, ...]] = (("trigger",), ("target", "auth"), ("notify", "auth"))
+
+
+def _after_lead(
+    ahead: list[Omission], ahead_cut: bool, listed: AnnotatedFireTimes
+) -> AnnotatedFireTimes:
+    """`listed` with the omissions `ahead` of its first fire time told first, at most
+    MAX_OMISSIONS_TOLD in all (a lead cut short tells nothing after it)."""
+    told = ahead if ahead_cut else ahead + listed.omitted
+    cut = ahead_cut or listed.omitted_truncated or len(told) > MAX_OMISSIONS_TOLD
+    return AnnotatedFireTimes(listed.occurrences, told[:MAX_OMISSIONS_TOLD], cut)

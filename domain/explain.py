@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from domain.claims import first_fire_at_or_after
+from domain.fire_values import Omission
 from domain.history import TaskVersion
 from domain.runs import Run, RunStatus
 from domain.tasks import TaskSpec
@@ -81,11 +82,9 @@ def omitted_occurrence(
     the trigger excludes) or `dst_skipped` (a wall time a DST gap removed, under
     `gap: skip`); the same core that computes fire times says which (`omitted`)."""
     after = fired if fired is not None else instant - _OMISSION_LOOKBACK
-    listed = trigger.annotated(after, 1, calendars)
-    gone = [o for o in listed.omitted if after < o.key <= instant and o.reason != "rolled_away"]
-    if not gone:
+    last = _last_omission(trigger, after, instant, calendars)
+    if last is None:
         return None
-    last = gone[-1]
     wall = f"{last.date.isoformat()} {last.wall.isoformat()}"
     if last.reason == "excluded":
         detail = (
@@ -95,6 +94,33 @@ def omitted_occurrence(
     zone = getattr(trigger, "timezone", "UTC")
     detail = f"dst_skipped: {wall} did not exist in {zone} (a DST gap), and the gap policy is skip"
     return Explanation(last.key, Verdict.DST_SKIPPED, detail, [], version)
+
+
+def _last_omission(
+    trigger: Trigger, after: datetime, instant: datetime, calendars: Calendars
+) -> Omission | None:
+    """The latest wall time in (after, instant] that the trigger did not fire (a roll
+    aside), looked for in windows ending at `instant` that double from a second: an
+    annotated listing tells at most MAX_OMISSIONS_TOLD omissions, and a trigger firing
+    every second over held dates has tens of thousands a day. Where one listing is cut
+    short before `instant`, the next one starts at the last omission it told."""
+    span = SECOND
+    while True:
+        start = max(after, instant - span)
+        found, floor = None, start
+        while True:
+            listed = trigger.annotated(floor, 1, calendars)
+            gone = [
+                o for o in listed.omitted if floor < o.key <= instant and o.reason != "rolled_away"
+            ]
+            found = gone[-1] if gone else found
+            told = listed.omitted
+            if not listed.omitted_truncated or not told or told[-1].key >= instant:
+                break
+            floor = told[-1].key
+        if found is not None or start <= after:
+            return found
+        span *= 2
 
 
 def spec_of(version: TaskVersion) -> TaskSpec | None:

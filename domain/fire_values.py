@@ -40,8 +40,13 @@ class Omission:
 
 @dataclass(slots=True)
 class AnnotatedFireTimes:
+    """The fire times and, in time order, the omissions up to the last of them;
+    `omitted_truncated` when there were more omissions than `omitted` tells (it tells
+    the first MAX_OMISSIONS_TOLD, domain/occurrences.py)."""
+
     occurrences: list[Occurrence] = field(default_factory=list)
     omitted: list[Omission] = field(default_factory=list)
+    omitted_truncated: bool = False
 
 
 class Schedule(Protocol):

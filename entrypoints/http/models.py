@@ -171,6 +171,12 @@ class FireTimes(BaseModel):
     omitted: list[OmissionResource] | None = Field(
         default=None, exclude_if=_unset, description="with annotate: what did not fire, and why"
     )
+    omitted_truncated: bool | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="with annotate, only when true: `omitted` tells the first 1,000 of more"
+        " wall times that did not fire (the fire times are complete)",
+    )
 
     @classmethod
     def annotated(
@@ -198,6 +204,7 @@ class FireTimes(BaseModel):
             fire_times=[o.at for o in listed.occurrences],
             occurrences=occurrences,
             omitted=omitted,
+            omitted_truncated=True if listed.omitted_truncated else None,
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.console.test_console_pages import Client, create, csrf_of
@@ -96,6 +97,31 @@ async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
     gone = page.split('class="omitted"')[1].split("</ul>")[0].count("<li>")
     assert gone == int(found.group(1))
     assert 3 <= gone <= 4
+
+
+async def test_a_task_firing_every_second_past_a_year_of_held_dates_says_the_list_is_cut(
+    open_console: Client,
+) -> None:
+    # Every second excluded on the next 400 dates: tens of millions of wall times do
+    # not fire before the first listed fire time; the page tells the first 1,000 and
+    # says there are more (it stepped every one of them, for minutes, before).
+    today = datetime.now(UTC).date()
+    held = [(today + timedelta(days=k)).isoformat() for k in range(400)]
+    await open_console.post("/calendars", json={"name": "closed", "dates": held})
+    trigger = {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "closed", "policy": "exclude"},
+    }
+    await create(open_console, cron_task("http://127.0.0.1:9/", "dense", trigger=trigger), None)
+
+    page = (await open_console.get("/ui/tasks/dense")).text
+    assert "<summary>More than 1000 wall times up to the last of these that do not fire" in page
+    assert "The first 1000 of them:" in page
+    assert page.split('class="omitted"')[1].split("</ul>")[0].count("<li>") == 1000
+    first_free = (today + timedelta(days=400)).isoformat()
+    assert first_free in page.split('class="fire-times"')[1].split("</ol>")[0]
 
 
 async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_shown(

@@ -102,3 +102,45 @@ def test_a_later_run_stood_only_for_the_occurrences_it_folded() -> None:
     assert folded_into(minutely, t0 + minute, run_for(t0 + 3 * minute, 3))
     assert not folded_into(minutely, t0, run_for(t0 + 3 * minute, 3))
     assert not folded_into(minutely, t0 + 2 * minute, run_for(t0 + 3 * minute, 1))
+
+
+def test_the_excluded_second_just_before_the_instant_is_found_among_tens_of_thousands() -> None:
+    # Every second of a held date is excluded: 43,200 of them before noon, more than an
+    # annotated listing tells (domain/occurrences.py, MAX_OMISSIONS_TOLD); explain still
+    # names the one just before the instant.
+    trigger = {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "holidays", "policy": "exclude"},
+    }
+    for at, expected in (
+        (datetime(2026, 12, 25, 12, 0, tzinfo=UTC), datetime(2026, 12, 25, 12, 0, tzinfo=UTC)),
+        (datetime(2026, 12, 26, 6, 0, tzinfo=UTC), None),  # fired at 06:00:00 itself
+    ):
+        fired, answer = explain_at(trigger, at, {"holidays": HOLIDAYS})
+        if expected is None:
+            assert (fired, answer) == (at, None)
+            continue
+        assert fired == datetime(2026, 12, 24, 23, 59, 59, tzinfo=UTC)
+        assert answer is not None
+        assert (answer.occurrence, answer.verdict) == (expected, Verdict.EXCLUDED)
+
+
+def test_the_last_excluded_second_of_a_dense_hour_is_found_hours_later() -> None:
+    # Every second from 02:00 to 02:59:59 on a held date, nothing after it that day: at
+    # 20:00 the wall time just before is 02:59:59, the last of 3,600 excluded ones.
+    trigger = {
+        "kind": "cron",
+        "expression": "* * 2 * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "holidays", "policy": "exclude"},
+    }
+    at = datetime(2026, 12, 25, 20, 0, tzinfo=UTC)
+    fired, answer = explain_at(trigger, at, {"holidays": HOLIDAYS})
+    assert fired == datetime(2026, 12, 24, 2, 59, 59, tzinfo=UTC)
+    assert answer is not None
+    assert answer.occurrence == datetime(2026, 12, 25, 2, 59, 59, tzinfo=UTC)
+    assert answer.detail == (
+        "excluded: 2026-12-25 02:59:59 is a date of calendar holidays, which the trigger excludes"
+    )

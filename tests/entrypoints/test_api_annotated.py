@@ -163,3 +163,45 @@ async def test_upcoming_annotated_adds_run_at_with_jitter(client: Client) -> Non
     for occurrence in answer["occurrences"]:
         assert occurrence["wall"] == "02:30:00"
         assert occurrence["run_at"] >= occurrence["at"]
+
+
+async def test_a_preview_over_a_year_of_held_dates_tells_the_first_thousand_omissions(
+    client: Client,
+) -> None:
+    # Every second, rolled past 400 held dates: 34 million wall times do not fire. The
+    # answer lists the first free day's fire times, the first 1,000 omissions, and says
+    # that there were more (it used to step every one of them, holding the server).
+    held = [f"2027-{month:02}-{day:02}" for month in range(1, 13) for day in range(1, 29)]
+    closed = {"name": "closed", "dates": held, "weekdays": ["SAT", "SUN"]}
+    trigger = {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "calendar": {"name": "closed", "policy": "next_business_day"},
+    }
+    answer = await preview(
+        client,
+        trigger=trigger,
+        count=2,
+        after="2027-01-01T00:00:00Z",
+        annotate=True,
+        calendars=[closed],
+    )
+    assert answer["fire_times"] == ["2027-01-29T00:00:00Z", "2027-01-29T00:00:01Z"]
+    assert len(answer["omitted"]) == 1000 and answer["omitted_truncated"] is True
+    assert answer["omitted"][0] == {
+        "date": "2027-01-01",
+        "wall": "00:00:01",
+        "reason": "rolled_away",
+        "calendar": "closed",
+    }
+    # A list told whole says nothing of the kind: from the first free day on, every
+    # second fires.
+    calm = await preview(
+        client,
+        trigger=trigger,
+        count=2,
+        after="2027-01-29T00:00:00Z",
+        annotate=True,
+        calendars=[closed],
+    )
+    assert calm["omitted"] == [] and "omitted_truncated" not in calm

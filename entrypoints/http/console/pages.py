@@ -123,6 +123,9 @@ class ConsolePages(Controller):
         # What does not fire among the fire times listed, not among all 100 fetched.
         through = listed[-1].at if listed else None
         omitted = [o for o in upcoming.omitted if through is not None and o.key <= through]
+        # Told in time order and cut at the first 1,000: cut before `through` when none
+        # of those told lies past it.
+        omitted_cut = upcoming.omitted_truncated and len(omitted) == len(upcoming.omitted)
         return render(
             request,
             "task.html",
@@ -135,6 +138,7 @@ class ConsolePages(Controller):
             upcoming=upcoming.occurrences,
             listed=listed,
             omitted=omitted,
+            omitted_cut=omitted_cut,
             timeline=timeline(upcoming.occurrences, task.trigger.timezone, now, fetched=UPCOMING),
             runs=runs.items,
             next_cursor=runs.next_cursor,
