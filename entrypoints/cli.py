@@ -195,6 +195,8 @@ def preview(args: argparse.Namespace) -> int:
     for omission in listed.omitted:
         calendar_name = f" ({omission.calendar})" if omission.calendar else ""
         print(f"not fired: {omission.date} {omission.wall}  {omission.reason}{calendar_name}")
+    if listed.omitted_truncated:
+        print(f"(and more not fired: only the first {len(listed.omitted)} are told)")
     return 0
 
 

@@ -353,6 +353,26 @@ def test_preview_tries_a_dst_policy_and_a_calendar_file(
     assert code == 0
     assert [line.split()[-1] for line in lines[1:]] == ["fold_first", "fold_second"]
 
+    # Every second of the two closed days: the first 1,000 not fired, and a word that
+    # there are more.
+    code = main(
+        [
+            "preview",
+            "* * * * * *",
+            "--calendar",
+            str(ics),
+            "--after",
+            "2026-03-02T00:00:00Z",
+            "--count",
+            "1",
+        ]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert lines[1].split()[4] == "2026-03-04T00:00:00Z"
+    assert sum(line.startswith("not fired: 2026-03-02 ") for line in lines) == 1000
+    assert lines[-1] == "(and more not fired: only the first 1000 are told)"
+
 
 @pytest.mark.parametrize(
     ("args", "message"),
