@@ -15,14 +15,22 @@ process of its own) that answers 200 after `--delay-ms`. Then:
 One figure per line, `name value`. The goals: accepted in under 1 s for N = 1,000, and a
 drain at the target's pace (no claim pass scans the queue: each start reads the head).
 
-    python bench/backfill.py [-n 1000] [--slots 4] [--delay-ms 20] [--url URL]
+`--trace` also says where a slot's turn goes: it times, in this process, each call the
+executor makes and each transaction that records outcomes and starts queued runs
+(`finish_runs_starting`), and prints their medians, the outcomes each such transaction
+recorded and the runs it started, and the medians of the two gaps between them (a call's
+end to the next such transaction's start; its end to the next call's start).
+
+    python bench/backfill.py [-n 1000] [--slots 4] [--delay-ms 20] [--url URL] [--trace]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -56,7 +64,63 @@ async def finished_count(client: AsyncTestClient[Any], backfill_id: str) -> int:
     return int(answer["runs"]["finished"])
 
 
-async def measure(url: str, schema: str, n: int, slots: int, delay: float) -> None:
+class Timeline:
+    """The calls and finish transactions of one drain, timed by wrapping the container's
+    executor and store (`--trace`): (start, end) of each, and each finish's sizes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, float]] = []
+        self.finishes: list[tuple[float, float, int, int]] = []
+
+    def watch(self, container: Any) -> None:
+        executor, store = container.executor(), container.task_store()
+        execute, finish = executor.execute, store.finish_runs_starting
+
+        async def timed_execute(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return await execute(*args, **kwargs)
+            finally:
+                self.calls.append((began, time.perf_counter()))
+
+        async def timed_finish(outcomes: Any, *args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            freed = await finish(outcomes, *args, **kwargs)
+            self.finishes.append((began, time.perf_counter(), len(outcomes), len(freed.started)))
+            return freed
+
+        executor.execute = timed_execute
+        store.finish_runs_starting = timed_finish
+
+    def print(self) -> None:
+        if not self.calls or not self.finishes:
+            return
+        ms = 1000.0
+        print(f"trace_call_ms_median {statistics.median(e - b for b, e in self.calls) * ms:.2f}")
+        durations = [e - b for b, e, _, _ in self.finishes]
+        print(f"trace_finish_ms_median {statistics.median(durations) * ms:.2f}")
+        print(f"trace_finish_outcomes_mean {statistics.mean(f[2] for f in self.finishes):.2f}")
+        print(f"trace_finish_started_mean {statistics.mean(f[3] for f in self.finishes):.2f}")
+        starts = sorted(b for b, _, _, _ in self.finishes)
+        print(f"trace_call_end_to_finish_ms_median {_gap(self.calls, starts) * ms:.2f}")
+        ends = [(e, e) for _, e, _, _ in self.finishes]
+        calls = sorted(b for b, _ in self.calls)
+        print(f"trace_finish_end_to_call_ms_median {_gap(ends, calls) * ms:.2f}")
+
+
+def _gap(spans: list[tuple[float, float]], following: list[float]) -> float:
+    """The median time from each span's end to the first of `following` after it."""
+    gaps = []
+    for _, end in spans:
+        at = bisect.bisect_left(following, end)
+        if at < len(following):
+            gaps.append(following[at] - end)
+    return statistics.median(gaps) if gaps else float("nan")
+
+
+async def measure(
+    url: str, schema: str, n: int, slots: int, delay: float, trace: Timeline | None = None
+) -> None:
     process, port = targets.start(targets.Fixed(delay=delay))  # 200 after `delay`, kept alive
     settings = Settings(
         database_url=url,
@@ -67,7 +131,10 @@ async def measure(url: str, schema: str, n: int, slots: int, delay: float) -> No
         target_allow="127.0.0.1",
         max_concurrent_runs=max(100, slots),
     )
-    app = create_app(build_container(settings))
+    container = build_container(settings)
+    if trace is not None:
+        trace.watch(container)
+    app = create_app(container)
     now = datetime.now(UTC).replace(microsecond=0)
     try:
         async with AsyncTestClient(app=app) as client:
@@ -112,6 +179,8 @@ async def measure(url: str, schema: str, n: int, slots: int, delay: float) -> No
             # The process's CPU (engine, API, PostgreSQL client) per run drained: a
             # figure a loaded machine disturbs less than the rate.
             print(f"drain_cpu_ms_per_run {cpu / n * 1000:.2f}")
+            if trace is not None:
+                trace.print()
     finally:
         process.terminate()
 
@@ -120,12 +189,12 @@ def _iso(instant: datetime) -> str:
     return instant.isoformat().replace("+00:00", "Z")
 
 
-async def run(url: str, n: int, slots: int, delay: float) -> None:
+async def run(url: str, n: int, slots: int, delay: float, trace: bool) -> None:
     schema = f"bench_backfill_{uuid.uuid4().hex[:8]}"
     await initialize(url, schema)
     print(f"load_average_start {os.getloadavg()[0]:.2f}")
     try:
-        await measure(url, schema, n, slots, delay)
+        await measure(url, schema, n, slots, delay, Timeline() if trace else None)
     finally:
         print(f"load_average_end {os.getloadavg()[0]:.2f}")
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
@@ -140,8 +209,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=4, help="max_running_instances")
     parser.add_argument("--delay-ms", type=float, default=20, help="the target's answer time")
     parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--trace", action="store_true", help="time the calls and finishes")
     args = parser.parse_args()
-    asyncio.run(run(args.url, args.n, args.slots, args.delay_ms / 1000))
+    asyncio.run(run(args.url, args.n, args.slots, args.delay_ms / 1000, args.trace))
 
 
 if __name__ == "__main__":
