@@ -11,8 +11,9 @@ on the way, so the flags and the fire times can never disagree. See docs/trigger
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import date, datetime, time
+from itertools import islice
 
 from domain._wallclock import ONE_SECOND, UTC, instant, require_aware, zone
 from domain.calendar_fires import fires
@@ -74,19 +75,21 @@ class _Enough(Exception):
 
 
 class _Telling(list[Omission]):
-    """The distinct omissions met while stepping, up to `limit` of them."""
+    """The omissions met while stepping, each once (the same wall time may be met twice,
+    and told with and without a calendar name), up to `limit` of them."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
-        self._met: set[Omission] = set()
+        self._met: set[tuple[datetime, date, time, str]] = set()
 
     def append(self, omission: Omission) -> None:
-        if omission in self._met:
+        token = (omission.key, omission.date, omission.wall, omission.reason)
+        if token in self._met:
             return
         if len(self) >= self.limit:
             raise _Enough
-        self._met.add(omission)
+        self._met.add(token)
         super().append(omission)
 
 
@@ -106,56 +109,45 @@ def annotate(
     floor, end = window(schedule, after)
     if count <= 0 or (end is not None and floor >= end):
         return result
+    listed = result.occurrences
     try:
-        _list(schedule, floor, end, count, calendars, met, result.occurrences)
+        for occurrence in islice(_fires(schedule, floor, end, calendars, met), count):
+            listed.append(occurrence)  # one by one: kept when the next raises _Enough
     except _Enough:
         # The fires after the last one listed are those `next_fire_time` finds: the
         # stepping path and this one agree (tests/domain/test_calendars.py).
-        start = result.occurrences[-1].at if result.occurrences else floor
-        listed = len(result.occurrences)
-        _list(schedule, start, end, count - listed, calendars, None, result.occurrences)
-        result.omitted_truncated = len(result.occurrences) > listed
-    last = result.occurrences[-1].at if result.occurrences else floor
-    seen: set[tuple[datetime, date, time, str]] = set()
-    for omission in sorted(met, key=lambda o: (o.key, o.date, o.wall)):
-        token = (omission.key, omission.date, omission.wall, omission.reason)
-        if floor < omission.key <= last and token not in seen:
-            seen.add(token)
-            result.omitted.append(omission)
+        told = len(listed)
+        start = listed[-1].at if listed else floor
+        listed.extend(islice(_fires(schedule, start, end, calendars, None), count - told))
+        result.omitted_truncated = len(listed) > told
+    last = listed[-1].at if listed else floor
+    result.omitted = sorted(
+        (omission for omission in met if floor < omission.key <= last),
+        key=lambda o: (o.key, o.date, o.wall),
+    )
     return result
 
 
-def _list(
+def _fires(
     schedule: Schedule,
     floor: datetime,
     end: datetime | None,
-    count: int,
     calendars: Mapping[str, Calendar] | None,
     met: list[Omission] | None,
-    listed: list[Occurrence],
-) -> None:
-    """Append to `listed` up to `count` fires strictly after `floor`, telling `met`
-    what did not fire on the way (None: tell nothing, skip what cannot fire)."""
-    if count <= 0:
-        return
+) -> Iterator[Occurrence]:
+    """The fires strictly after `floor` up to `end`, telling `met` what did not fire on
+    the way (None: tell nothing, and skip what cannot fire)."""
     ref = schedule.calendar_ref()
-    found = 0
     if ref is None:
-        current: Occurrence | None = schedule.unbounded_next(floor, met)
+        current = schedule.unbounded_next(floor, met)
         while current is not None and (end is None or current.at <= end):
-            listed.append(current)
-            found += 1
-            if found == count:
-                break
+            yield current
             current = schedule.unbounded_next(current.at, met)
         return
     for current in fires(schedule, floor, calendar_for(ref, calendars), ref, met, end):
         if end is not None and current.at > end:
-            break
-        listed.append(current)
-        found += 1
-        if found == count:
-            break
+            return
+        yield current
 
 
 def window(schedule: Schedule, after: datetime) -> tuple[datetime, datetime | None]:
