@@ -11,12 +11,16 @@ which are the `client_port` of the replicas' backends in `pg_stat_activity`.
 from __future__ import annotations
 
 import asyncio
+import socket
+import struct
 import threading
 import time
 from concurrent.futures import Future
 from typing import Any
 
 CHUNK = 65536
+HELD_KEPT = 1 << 20  # bytes of held client data kept for a test to look at
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close with a reset
 
 
 class _Pair:
@@ -28,14 +32,21 @@ class _Pair:
         for writer in (self.client, self.server):
             transport = writer.transport
             if not transport.is_closing():
-                transport.abort()  # RST, not a polite FIN: a cut cable or a dead router
+                # RST, not a polite FIN: a cut cable or a dead router. A linger of zero
+                # makes the close a reset even when nothing is left unread, and a reset
+                # is sent once, never retransmitted (a FIN is, until it arrives).
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+                transport.abort()
 
 
 class FaultyProxy:
-    """127.0.0.1:`port` forwarding to `upstream_host`:`upstream_port`."""
+    """`host`:`port` (127.0.0.1 unless told) forwarding to `upstream_host`:`upstream_port`."""
 
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, *, host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.host = host
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._pairs: set[_Pair] = set()
@@ -43,6 +54,8 @@ class FaultyProxy:
         self._server: asyncio.Server | None = None
         self.port = 0
         self.connections = 0  # accepted since start
+        # What clients sent while nothing was forwarded (`hold`): the start of it.
+        self.held = bytearray()
 
     def start(self) -> FaultyProxy:
         self._thread.start()
@@ -104,7 +117,7 @@ class FaultyProxy:
 
     async def _listen(self, port: int = 0) -> None:
         self._flowing.set()
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", port)
+        self._server = await asyncio.start_server(self._accept, self.host, port)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _refuse(self) -> int:
@@ -115,6 +128,7 @@ class FaultyProxy:
         return await self._cut()
 
     async def _hold(self) -> None:
+        self.held.clear()
         self._flowing.clear()
 
     async def _release(self) -> int:
@@ -145,17 +159,24 @@ class FaultyProxy:
         pair = _Pair(writer, up_writer)
         self._pairs.add(pair)
         await asyncio.gather(
-            self._pipe(reader, up_writer, pair), self._pipe(up_reader, writer, pair)
+            self._pipe(reader, up_writer, pair, upstream=True), self._pipe(up_reader, writer, pair)
         )
         pair.abort()
         self._pairs.discard(pair)
 
     async def _pipe(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pair: _Pair
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pair: _Pair,
+        *,
+        upstream: bool = False,
     ) -> None:
         try:
             while data := await reader.read(CHUNK):
                 if not self._flowing.is_set():
+                    if upstream and len(self.held) < HELD_KEPT:
+                        self.held += data
                     await self._flowing.wait()
                     if pair not in self._pairs:
                         return  # cut at the end of the blackhole: the data is lost

@@ -15,6 +15,8 @@ import psycopg
 from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
+from adapters.postgres.liveness import with_liveness
+
 log = logging.getLogger(__name__)
 
 
@@ -58,13 +60,15 @@ def create_pool(
     then. A round given up leaves the place free, and the next request asks for a
     connection at once: the store answers within about two seconds of the database.
 
-    `schema` names the connections (`application_name`) for the scheduler on it.
+    `schema` names the connections (`application_name`) for the scheduler on it. Each
+    connection notices a database that vanished silently within about 20 s
+    (`adapters.postgres.liveness`).
     """
     kwargs: dict[str, Any] = {"autocommit": True}
     if schema is not None:
         kwargs["application_name"] = application_name(schema)
     return AsyncConnectionPool(
-        url,
+        with_liveness(url),
         open=False,
         min_size=min_size,
         max_size=max_size,

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import AsyncConnection, sql
 
+from adapters.postgres.liveness import with_liveness
 from adapters.postgres.store import channels
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class PostgresWaker:
         keepalive: float = 30.0,
         connect_timeout: int = 5,
     ) -> None:
-        self._conninfo = conninfo
+        self._conninfo = with_liveness(conninfo)  # a silent end is noticed, not waited out
         self._channels = channels(schema)
         self._first_retry = first_retry
         self._max_retry = max_retry

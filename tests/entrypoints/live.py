@@ -55,13 +55,17 @@ def clean_environ(extra: Mapping[str, str]) -> dict[str, str]:
 
 
 class LiveServer:
-    """`imbi-scheduler serve` on 127.0.0.1 with `environ` (SCHEDULER_* variables)."""
+    """`imbi-scheduler serve` with `environ` (SCHEDULER_* variables), on 127.0.0.1 unless
+    SCHEDULER_HOST says otherwise; `prefix` goes before the command (`ip netns exec N`)."""
 
-    def __init__(self, environ: Mapping[str, str], args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, environ: Mapping[str, str], args: Sequence[str] = (), prefix: Sequence[str] = ()
+    ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{environ.get('SCHEDULER_HOST', '127.0.0.1')}:{self.port}"
         self._environ = clean_environ({"SCHEDULER_PORT": str(self.port), **environ})
         self._args = list(args)
+        self._prefix = list(prefix)
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in __exit__
             prefix="imbi-scheduler-", suffix=".log", delete=False
         )
@@ -69,7 +73,7 @@ class LiveServer:
 
     def start(self) -> LiveServer:
         self.process = subprocess.Popen(
-            [*cli_command(), "serve", *self._args],
+            [*self._prefix, *cli_command(), "serve", *self._args],
             env=self._environ,
             cwd=ROOT,
             stdout=self._log,

@@ -1,0 +1,38 @@
+"""Every connection the scheduler opens notices a database that vanished silently
+(adapters/postgres/liveness.py), unless the URL says otherwise: what each connection
+string becomes. tests/system/test_silent_partition.py shows the effect on a replica."""
+
+from __future__ import annotations
+
+from psycopg.conninfo import conninfo_to_dict
+
+from adapters.postgres.liveness import LIVENESS_DEFAULTS, with_liveness
+
+
+def test_a_url_without_settings_gets_every_default_and_keeps_the_rest() -> None:
+    given = "postgresql://app:s%40cret@db.internal:6432/jobs?sslmode=require"
+    params = conninfo_to_dict(with_liveness(given))
+    assert params == {
+        "user": "app",
+        "password": "s@cret",
+        "host": "db.internal",
+        "port": "6432",
+        "dbname": "jobs",
+        "sslmode": "require",
+        **LIVENESS_DEFAULTS,
+    }
+
+
+def test_a_setting_the_url_gives_wins() -> None:
+    given = "postgresql://db/jobs?keepalives_idle=300&tcp_user_timeout=0"
+    params = conninfo_to_dict(with_liveness(given))
+    assert params["keepalives_idle"] == "300"
+    assert params["tcp_user_timeout"] == "0"
+    assert params["keepalives_count"] == LIVENESS_DEFAULTS["keepalives_count"]
+
+
+def test_a_keyword_string_gets_them_too() -> None:
+    params = conninfo_to_dict(with_liveness("host=db dbname=jobs keepalives=0"))
+    assert params["keepalives"] == "0"
+    assert params["host"] == "db"
+    assert params["keepalives_interval"] == LIVENESS_DEFAULTS["keepalives_interval"]
