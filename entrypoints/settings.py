@@ -79,10 +79,16 @@ class Settings(BaseSettings):
     )
     allow_anonymous: bool = False
     auth_failure_limit: int = Field(
-        default=10, ge=0, le=1_000_000, description="401s per client address per window (0: off)"
+        default=10,
+        ge=0,
+        le=1_000_000,
+        description="unknown tokens per client address per window (0: off)",
     )
     auth_failure_window: float = Field(
-        default=60.0, gt=0, le=86_400, description="seconds the 401s of an address are counted"
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="seconds the unknown tokens of an address are counted",
     )
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8005, ge=0, le=65535)

@@ -30,6 +30,7 @@ BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="imbi-scheduler"'}
 # Where the guard leaves the label of the token a request came with (None: no label, or
 # no tokens configured); `actor()` reads it for the use cases, which record it.
 ACTOR = "actor"
+_UNAUTHORIZED_DETAIL = "send a configured API token as 'Authorization: Bearer <token>'"
 # A limiter tracking more client addresses than this forgets those with no recent failure.
 _MAX_TRACKED_PEERS = 10_000
 
@@ -79,9 +80,10 @@ def bearer_guard(
 ) -> Guard:
     """A guard that admits configured tokens (all requests when none are configured):
     401 without a known token, 403 for a read-only token on a mutation, 429 (with
-    `Retry-After`) for a client address past `limiter`'s count of 401s, whose token is
-    then not even looked at, so guessing on gains nothing. It leaves the token's label
-    in the request's state (`ACTOR`)."""
+    `Retry-After`) for a client address past `limiter`'s count of unknown tokens, whose
+    token is then not even looked at, so guessing on gains nothing. A request with no
+    bearer token at all guesses nothing: it is a 401, never counted nor refused. It
+    leaves the token's label in the request's state (`ACTOR`)."""
     # Tokens are compared by digest: equal lengths, so the time taken reveals no length.
     known = digest_grants(tokens)
     limiter = limiter or FailureLimiter(0, 0)
@@ -93,6 +95,9 @@ def bearer_guard(
     ) -> None:
         if not known:
             return
+        credentials = _bearer(connection.headers.get("authorization", ""))
+        if credentials is None:  # no guess to count or refuse: a plain 401
+            raise NotAuthorizedException(detail=_UNAUTHORIZED_DETAIL, headers=BEARER_CHALLENGE)
         peer = connection.client.host if connection.client else ""
         wait = limiter.retry_after(peer)
         if wait is not None:
@@ -100,13 +105,10 @@ def bearer_guard(
                 detail="too many requests with an unknown API token from this address",
                 headers={"Retry-After": str(wait)},
             )
-        grant = _lookup(known, connection.headers.get("authorization", ""))
+        grant = _match(known, credentials)
         if grant is None:
             limiter.failed(peer)
-            raise NotAuthorizedException(
-                detail="send a configured API token as 'Authorization: Bearer <token>'",
-                headers=BEARER_CHALLENGE,
-            )
+            raise NotAuthorizedException(detail=_UNAUTHORIZED_DETAIL, headers=BEARER_CHALLENGE)
         if grant.access is Access.READ and is_mutation(handler):
             raise PermissionDeniedException(detail="this token is read-only")
         connection.state[ACTOR] = grant.label
@@ -132,11 +134,17 @@ def _digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-def _lookup(tokens: Mapping[bytes, Grant], header: str) -> Grant | None:
+def _bearer(header: str) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header; None for no header, an
+    empty token or another scheme."""
     scheme, _, credentials = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not credentials.strip():
         return None
-    presented = _digest(credentials.strip())
+    return credentials.strip()
+
+
+def _match(tokens: Mapping[bytes, Grant], credentials: str) -> Grant | None:
+    presented = _digest(credentials)
     found = None
     for token, grant in tokens.items():
         # Compared with every token, each in constant time: timing reveals nothing.
@@ -156,4 +164,4 @@ def digest_grants(tokens: Mapping[str, Access | Grant]) -> dict[bytes, Grant]:
 def grant_of(known: Mapping[bytes, Grant], token: str) -> Grant | None:
     """What a token presented without a header (the console's cookie) may do; None for
     a token not configured. `known` is `digest_grants` of the configured tokens."""
-    return _lookup(known, f"Bearer {token}")
+    return _match(known, token.strip()) if token.strip() else None

@@ -54,7 +54,7 @@ _MEANING = {
     412: "`If-Match` names a version the task is no longer at.",
     415: "The body is not sent as JSON.",
     422: "The request is not valid; `errors` names each field.",
-    429: "Too many requests without a known token from this address; see `Retry-After`.",
+    429: "Too many requests with an unknown token from this address; see `Retry-After`.",
     500: "An internal error; it is logged, and the answer reveals nothing of it.",
     503: "The task store is unavailable; nothing was changed.",
 }

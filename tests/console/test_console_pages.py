@@ -257,6 +257,9 @@ async def test_a_change_from_the_console_is_in_the_history_under_the_tokens_labe
 async def test_guessing_tokens_at_the_login_form_is_limited_like_the_api() -> None:
     settings = make_settings(api_tokens=WRITER, auth_failure_limit=2, auth_failure_window=60)
     async with AsyncTestClient(app=create_app(build_container(settings))) as client:
+        for _ in range(3):  # an empty form guesses nothing: never counted
+            empty = await submit_login(client, "  ")
+            assert empty.status_code == 401 and "Enter an API token." in empty.text
         for _ in range(2):
             assert (await submit_login(client, "guess")).status_code == 401
         refused = await submit_login(client, WRITER)

@@ -43,6 +43,7 @@ async def test_a_denied_address_in_any_spelling_is_refused_at_create(
 # -- token guessing (docs/api.md, "Access") ---------------------------------------------
 
 TOKEN = "s3cret-admin-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 class FakeClock:
@@ -94,6 +95,26 @@ async def test_repeated_401s_answer_429_with_retry_after_whatever_the_token() ->
         assert 119 <= int(refused.headers["Retry-After"]) <= 120
         # Probes need no token and are never refused.
         assert (await client.get("/healthz")).status_code == 200
+
+
+async def test_requests_without_a_token_guess_nothing_so_are_never_counted_nor_refused() -> None:
+    settings = make_settings(api_tokens=TOKEN, auth_failure_limit=3, auth_failure_window=120)
+    app = create_app(build_container(settings), run_engine=False)
+    async with AsyncTestClient(app=app) as client:
+        # A client that forgot its token (or a dashboard behind the same proxy) polls on.
+        for headers in ({}, {"Authorization": "Bearer "}, {"Authorization": "Basic dTpw"}) * 4:
+            missing = await client.get("/tasks", headers=headers)
+            assert missing.status_code == 401, missing.text
+            assert missing.headers["WWW-Authenticate"].startswith("Bearer")
+
+        assert (await client.get("/tasks", headers=AUTH)).status_code == 200
+
+        for guess in ("a", "b", "c"):
+            wrong = await client.get("/tasks", headers={"Authorization": f"Bearer {guess}"})
+            assert wrong.status_code == 401
+        # Past the limit a token is refused, right or wrong; no token is still a 401.
+        assert (await client.get("/tasks", headers=AUTH)).status_code == 429
+        assert (await client.get("/tasks")).status_code == 401
 
 
 def test_a_live_server_limits_one_address_and_serves_another() -> None:

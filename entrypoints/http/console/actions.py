@@ -173,6 +173,13 @@ class ConsoleLogin(Controller):
     ) -> Response[Any]:
         if not console_gate.known:
             return Redirect("/ui/", status_code=303)
+        form = await request.form()
+        if not login_csrf_ok(request, form.get(CSRF_FIELD)):
+            return _login_page(request, 403, "The login form had expired: please log in again.")
+        token = form.get("token")
+        token = token.strip() if isinstance(token, str) else ""
+        if not token:  # nothing guessed: neither counted nor refused
+            return _login_page(request, 401, "Enter an API token.")
         # The API's limit on guessing counts the login form's failures too.
         peer = request.client.host if request.client else ""
         wait = console_gate.limiter.retry_after(peer)
@@ -182,12 +189,7 @@ class ConsoleLogin(Controller):
             )
             response.headers["Retry-After"] = str(wait)
             return response
-        form = await request.form()
-        if not login_csrf_ok(request, form.get(CSRF_FIELD)):
-            return _login_page(request, 403, "The login form had expired: please log in again.")
-        token = form.get("token")
-        token = token.strip() if isinstance(token, str) else ""
-        if not token or grant_of(console_gate.known, token) is None:
+        if grant_of(console_gate.known, token) is None:
             console_gate.limiter.failed(peer)
             return _login_page(request, 401, "That token is not configured.")
         redirect = Redirect("/ui/", status_code=303)
