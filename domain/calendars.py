@@ -21,6 +21,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -85,7 +86,16 @@ def _weekday(value: object) -> str:
 
 CalendarDate = Annotated[date, BeforeValidator(_iso_date)]
 MonthDay = Annotated[str, BeforeValidator(_month_day)]
-WeekdayName = Annotated[str, BeforeValidator(_weekday)]
+# A weekday's name in any case; the schema says so with a pattern (JSON Schema has no
+# case-insensitive enum), so that a client generated from it accepts what we accept.
+_WEEKDAY_PATTERN = (
+    "^(" + "|".join("".join(f"[{c}{c.lower()}]" for c in name) for name in WEEKDAY_NAMES) + ")$"
+)
+WeekdayName = Annotated[
+    str,
+    BeforeValidator(_weekday),
+    WithJsonSchema({"type": "string", "pattern": _WEEKDAY_PATTERN}),
+]
 
 
 # The validation context of a calendar read back from a store (see `_reachable`).

@@ -74,7 +74,7 @@ class EventController(Controller):
         ] = 50,
         cursor: Annotated[
             str | None,
-            QueryParameter(description="`next_cursor` of the previous page."),
+            QueryParameter(min_length=1, description="`next_cursor` of the previous page."),
         ] = None,
     ) -> EventPage:
         page = await event_listing.list_events(status, limit, cursor)

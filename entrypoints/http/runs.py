@@ -71,7 +71,8 @@ class RunController(Controller):
         cursor: Annotated[
             str | None,
             QueryParameter(
-                description="`next_cursor` of the previous page; it carries the filters."
+                min_length=1,
+                description="`next_cursor` of the previous page; it carries the filters.",
             ),
         ] = None,
     ) -> RunPage:

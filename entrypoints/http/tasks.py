@@ -34,7 +34,10 @@ TaskRef = Annotated[str, PathParameter(description="The task's id or its name.")
 Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
 Cursor = Annotated[
     str | None,
-    QueryParameter(description="`next_cursor` of the previous page; it carries the filters."),
+    QueryParameter(
+        min_length=1,
+        description="`next_cursor` of the previous page; it carries the filters.",
+    ),
 ]
 IfMatch = Annotated[
     str | None, HeaderParameter(name="If-Match", description='"<version>" from an ETag')

@@ -1,0 +1,58 @@
+"""The OpenAPI document's constraints say what the API accepts, so that a client
+generated from it, or a fuzzer driven by it, sends nothing the API then refuses for a
+reason the document kept quiet about (Schemathesis found an empty `cursor` and a
+weekday's name declared as any string). Each is checked against the API's own answers."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+Client = AsyncTestClient[Any]
+LISTS = ["/tasks", "/runs", "/events", "/calendars"]
+
+
+@pytest.fixture
+async def document(client: Client) -> dict[str, Any]:
+    answer = await client.get("/schema/openapi.json")
+    assert answer.status_code == 200
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+async def test_every_cursor_is_declared_non_empty_and_an_empty_one_is_refused(
+    client: Client, document: dict[str, Any]
+) -> None:
+    cursors = [
+        (path, method, parameter)
+        for path, item in document["paths"].items()
+        for method, found in item.items()
+        if isinstance(found, dict)
+        for parameter in found.get("parameters", [])
+        if parameter["name"] == "cursor"
+    ]
+    assert {path for path, _, _ in cursors} >= set(LISTS)
+    for path, method, parameter in cursors:
+        assert parameter["schema"].get("minLength") == 1, (path, method)
+    for path in LISTS:
+        answer = await client.get(f"{path}?cursor=")
+        assert answer.status_code == 422, (path, answer.text)
+        assert [e["field"] for e in answer.json()["errors"]] == ["cursor"]
+
+
+@pytest.mark.parametrize(
+    "name", ["MON", "mon", "Sun", "tHu", "MONDAY", "MO", "", "M0N", " MON", "MON ", "Mon\n"]
+)
+async def test_a_weekday_matches_the_documented_pattern_exactly_when_the_api_takes_it(
+    client: Client, document: dict[str, Any], name: str
+) -> None:
+    items = document["components"]["schemas"]["Calendar"]["properties"]["weekdays"]["items"]
+    # An ECMA-262 `$` ends the string; Python's also matches before a final newline,
+    # which fullmatch rules out.
+    documented = re.fullmatch(items["pattern"], name) is not None
+    answer = await client.post("/calendars", json={"name": "days", "weekdays": [name]})
+    assert answer.status_code in (201, 422), answer.text
+    assert (answer.status_code == 201) == documented, (name, answer.text)
