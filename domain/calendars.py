@@ -85,7 +85,16 @@ def _weekday(value: object) -> str:
 
 
 CalendarDate = Annotated[date, BeforeValidator(_iso_date)]
-MonthDay = Annotated[str, BeforeValidator(_month_day)]
+# Every month and day of a leap year, as the schema's pattern.
+_MONTH_DAY_PATTERN = (
+    "^((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+    "|02-(0[1-9]|[12][0-9]))$"
+)
+MonthDay = Annotated[
+    str,
+    BeforeValidator(_month_day),
+    WithJsonSchema({"type": "string", "pattern": _MONTH_DAY_PATTERN}),
+]
 # A weekday's name in any case; the schema says so with a pattern (JSON Schema has no
 # case-insensitive enum), so that a client generated from it accepts what we accept.
 _WEEKDAY_PATTERN = (

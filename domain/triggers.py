@@ -140,7 +140,9 @@ class CronTrigger(_Bounded):
 
     kind: Literal["cron"] = "cron"
     # Far longer than any real schedule: a longer one is a mistake (or an attack on parse time).
-    expression: str = Field(max_length=CRON_EXPRESSION_LIMIT)
+    # An empty one is refused by the parser, which says what it expects; the schema
+    # declares it non-empty all the same.
+    expression: str = Field(max_length=CRON_EXPRESSION_LIMIT, json_schema_extra={"minLength": 1})
     timezone: ZoneName = "UTC"
     start_at: TriggerInstant | None = None
     end_at: TriggerInstant | None = None

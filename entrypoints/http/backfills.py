@@ -10,34 +10,14 @@ from uuid import UUID
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, PathParameter
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from application.backfills import BackfillService
 from domain.backfills import Backfill, BackfillOverlap, BackfillRequest, BackfillState
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonBody, refuse_body
 from entrypoints.http.docs import NO_BODY, also, errors
-from entrypoints.http.models import RunResource, UtcDatetime
-
-
-class BackfillBody(BaseModel):
-    """A past range of a task's occurrences to run again."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: AwareDatetime = Field(description="the first instant of the range (with offset)")
-    end: AwareDatetime = Field(
-        description="the last instant of the range, inclusive; not after now"
-    )
-    only_missing: bool = Field(
-        default=True, description="leave out occurrences that already have a succeeded run"
-    )
-    overlap: BackfillOverlap = Field(
-        default="buffer_all",
-        description='"buffer_all": the runs wait in the task\'s queue and take its slots in '
-        'order; "allow_all": each starts at once, beside every other run',
-    )
-    dry_run: bool = Field(default=False, description="answer what would be made; write nothing")
+from entrypoints.http.models import BackfillBody, RunResource, UtcDatetime
 
 
 class BackfillAnswer(BaseModel):

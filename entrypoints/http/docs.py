@@ -29,6 +29,8 @@ from entrypoints.http.calendar_models import (
 )
 from entrypoints.http.links import add_examples, add_links
 from entrypoints.http.models import (
+    ApplyRequest,
+    BackfillBody,
     FireTimes,
     Health,
     PreviewRequest,
@@ -107,6 +109,8 @@ _DOCUMENTED: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TaskSpecByName, "validation"),
     (TaskPatch, "validation"),
     (PreviewRequest, "validation"),
+    (ApplyRequest, "validation"),
+    (BackfillBody, "validation"),
     (Calendar, "validation"),
     (CalendarByName, "validation"),
     (CalendarPatch, "validation"),

@@ -12,15 +12,24 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, create_model
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    create_model,
+)
 
+from domain.backfills import BackfillOverlap
 from domain.calendars import Calendar
 from domain.claims import run_instant
 from domain.explain import Explanation, Verdict
 from domain.history import ChangeCause, TaskVersion
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run
-from domain.tasks import HttpTarget, Notify, Task, TaskSpec
+from domain.tasks import TAG_PATTERN, HttpTarget, Notify, Task, TaskSpec
 from domain.triggers import Trigger
 
 
@@ -284,3 +293,52 @@ def _by_name(model: type[BaseModel], name: str) -> type[BaseModel]:
 
 # What `PUT /tasks/{name}` takes.
 TaskSpecByName = _by_name(TaskSpec, "TaskSpecByName")
+
+
+# The bodies of POST /tasks/apply and POST /tasks/{id}/backfill (entrypoints.http.sync,
+# entrypoints.http.backfills), here so that the OpenAPI document (entrypoints.http.docs)
+# can take their schemas from pydantic.
+
+
+class Selector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Required: an empty selector (a deploy template whose tag came out empty) would
+    # otherwise let prune delete every task not listed. Leave `selector` out for that.
+    tag: str = Field(pattern=TAG_PATTERN)
+
+
+class ApplyRequest(BaseModel):
+    """The tasks that should exist, by name; what prune may delete; whether to write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[TaskSpec] = Field(max_length=100_000)
+    prune: bool = Field(
+        default=False, description="delete stored tasks not listed (those the selector picks)"
+    )
+    selector: Selector | None = Field(
+        default=None,
+        description="what prune may delete: tasks carrying `tag` (left out: every task)",
+    )
+    dry_run: bool = Field(default=False, description="answer what would change, write nothing")
+
+
+class BackfillBody(BaseModel):
+    """A past range of a task's occurrences to run again."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: AwareDatetime = Field(description="the first instant of the range (with offset)")
+    end: AwareDatetime = Field(
+        description="the last instant of the range, inclusive; not after now"
+    )
+    only_missing: bool = Field(
+        default=True, description="leave out occurrences that already have a succeeded run"
+    )
+    overlap: BackfillOverlap = Field(
+        default="buffer_all",
+        description='"buffer_all": the runs wait in the task\'s queue and take its slots in '
+        'order; "allow_all": each starts at once, beside every other run',
+    )
+    dry_run: bool = Field(default=False, description="answer what would be made; write nothing")

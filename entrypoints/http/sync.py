@@ -7,16 +7,16 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, post, put
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, HeaderParameter, PathParameter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from application.sync import TaskSync
 from domain.errors import InvalidRequest
-from domain.tasks import TAG_PATTERN, TaskSpec
+from domain.tasks import TaskSpec
 from domain.validation import FieldError
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, also, errors
-from entrypoints.http.models import TaskResource, TaskSpecByName
+from entrypoints.http.models import ApplyRequest, TaskResource, TaskSpecByName
 from entrypoints.http.tasks import IfMatch, expected_version, task_response
 
 IfNoneMatch = Annotated[
@@ -28,30 +28,6 @@ IfNoneMatch = Annotated[
 # A deploy pipeline applies its whole list in one request: 10,000 tasks of about 1 KiB
 # each fit (docs/api.md, "Declarative sync"); every other route keeps the 1 MiB limit.
 APPLY_MAX_BODY_BYTES = 16 * 1024 * 1024
-
-
-class Selector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    # Required: an empty selector (a deploy template whose tag came out empty) would
-    # otherwise let prune delete every task not listed. Leave `selector` out for that.
-    tag: str = Field(pattern=TAG_PATTERN)
-
-
-class ApplyRequest(BaseModel):
-    """The tasks that should exist, by name; what prune may delete; whether to write."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tasks: list[TaskSpec] = Field(max_length=100_000)
-    prune: bool = Field(
-        default=False, description="delete stored tasks not listed (those the selector picks)"
-    )
-    selector: Selector | None = Field(
-        default=None,
-        description="what prune may delete: tasks carrying `tag` (left out: every task)",
-    )
-    dry_run: bool = Field(default=False, description="answer what would change, write nothing")
 
 
 class ApplyAnswer(BaseModel):

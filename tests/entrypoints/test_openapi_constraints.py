@@ -56,3 +56,53 @@ async def test_a_weekday_matches_the_documented_pattern_exactly_when_the_api_tak
     answer = await client.post("/calendars", json={"name": "days", "weekdays": [name]})
     assert answer.status_code in (201, 422), answer.text
     assert (answer.status_code == 201) == documented, (name, answer.text)
+
+
+@pytest.mark.parametrize(
+    "month_day",
+    ["01-01", "02-29", "02-30", "04-30", "04-31", "12-31", "13-01", "00-10", "1-01", "", "ab-cd"],
+)
+async def test_a_yearly_day_matches_the_documented_pattern_exactly_when_the_api_takes_it(
+    client: Client, document: dict[str, Any], month_day: str
+) -> None:
+    items = document["components"]["schemas"]["Calendar"]["properties"]["yearly"]["items"]
+    documented = re.fullmatch(items["pattern"], month_day) is not None
+    answer = await client.post("/calendars", json={"name": "days", "yearly": [month_day]})
+    assert answer.status_code in (201, 422), answer.text
+    assert (answer.status_code == 201) == documented, (month_day, answer.text)
+
+
+async def test_the_apply_and_backfill_bodies_are_declared_closed_as_the_api_keeps_them(
+    client: Client, document: dict[str, Any]
+) -> None:
+    schemas = document["components"]["schemas"]
+    for name in ("ApplyRequest", "Selector", "BackfillBody"):
+        assert schemas[name]["additionalProperties"] is False, name
+    apply = await client.post("/tasks/apply", json={"tasks": [], "extra": 1})
+    assert apply.status_code == 422 and apply.json()["errors"][0]["field"] == "extra"
+    created = await client.post(
+        "/tasks",
+        json={
+            "name": "nightly",
+            "trigger": {"kind": "cron", "expression": "0 2 * * *"},
+            "target": {"url": "http://127.0.0.1:9/"},
+        },
+    )
+    assert created.status_code == 201, created.text
+    backfill = await client.post(
+        f"/tasks/{created.json()['id']}/backfill",
+        json={"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z", "extra": 1},
+    )
+    assert backfill.status_code == 422 and backfill.json()["errors"][0]["field"] == "extra"
+
+
+async def test_a_cron_expression_is_declared_non_empty_and_an_empty_one_is_refused(
+    client: Client, document: dict[str, Any]
+) -> None:
+    expression = document["components"]["schemas"]["CronTrigger"]["properties"]["expression"]
+    assert expression["minLength"] == 1
+    answer = await client.post(
+        "/triggers/preview", json={"trigger": {"kind": "cron", "expression": ""}}
+    )
+    assert answer.status_code == 422
+    assert answer.json()["errors"][0]["field"] == "trigger.expression"
