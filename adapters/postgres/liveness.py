@@ -18,6 +18,7 @@ itself wins; a Unix-socket connection ignores them.
 
 from __future__ import annotations
 
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 LIVENESS_DEFAULTS: dict[str, str] = {
@@ -29,9 +30,15 @@ LIVENESS_DEFAULTS: dict[str, str] = {
 }
 
 
+# libpq learned `tcp_user_timeout` in version 12; an older one refuses the keyword.
+_USER_TIMEOUT_SINCE = 120000
+
+
 def with_liveness(conninfo: str) -> str:
     """`conninfo` (a URL or a libpq keyword/value string) with LIVENESS_DEFAULTS for
-    the settings it does not give itself."""
+    the settings it does not give itself (and that the libpq in use knows)."""
     given = conninfo_to_dict(conninfo)
     missing = {name: value for name, value in LIVENESS_DEFAULTS.items() if name not in given}
+    if pq.version() < _USER_TIMEOUT_SINCE:
+        missing.pop("tcp_user_timeout", None)
     return make_conninfo(conninfo, **missing) if missing else conninfo

@@ -4,8 +4,10 @@ string becomes. tests/system/test_silent_partition.py shows the effect on a repl
 
 from __future__ import annotations
 
+import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from adapters.postgres import liveness
 from adapters.postgres.liveness import LIVENESS_DEFAULTS, with_liveness
 
 
@@ -36,3 +38,13 @@ def test_a_keyword_string_gets_them_too() -> None:
     assert params["keepalives"] == "0"
     assert params["host"] == "db"
     assert params["keepalives_interval"] == LIVENESS_DEFAULTS["keepalives_interval"]
+
+
+def test_a_libpq_older_than_12_is_not_given_the_user_timeout_it_would_refuse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No libpq 11 is at hand; its version number is what the rule reads.
+    monkeypatch.setattr(liveness.pq, "version", lambda: 110_022)
+    params = conninfo_to_dict(with_liveness("postgresql://db/jobs"))
+    assert "tcp_user_timeout" not in params
+    assert params["keepalives_idle"] == LIVENESS_DEFAULTS["keepalives_idle"]
