@@ -4,10 +4,10 @@ string becomes. tests/system/test_silent_partition.py shows the effect on a repl
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from adapters.postgres import liveness
 from adapters.postgres.liveness import LIVENESS_DEFAULTS, with_liveness
 
 
@@ -44,7 +44,7 @@ def test_a_libpq_older_than_12_is_not_given_the_user_timeout_it_would_refuse(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # No libpq 11 is at hand; its version number is what the rule reads.
-    monkeypatch.setattr(liveness.pq, "version", lambda: 110_022)
+    monkeypatch.setattr(psycopg.pq, "version", lambda: 110_022)
     params = conninfo_to_dict(with_liveness("postgresql://db/jobs"))
     assert "tcp_user_timeout" not in params
     assert params["keepalives_idle"] == LIVENESS_DEFAULTS["keepalives_idle"]
