@@ -47,3 +47,12 @@ async def api(store: dict[str, Any]) -> AsyncIterator[AsyncTestClient[Any]]:
     finally:
         if store:
             await drop_schema(store["database_url"], store["db_schema"])
+
+
+@pytest.fixture
+async def document(client: AsyncTestClient[Any]) -> dict[str, Any]:
+    """The OpenAPI document the API serves (on the in-memory store)."""
+    answer = await client.get("/schema/openapi.json")
+    assert answer.status_code == 200
+    found: dict[str, Any] = answer.json()
+    return found

@@ -271,14 +271,6 @@ def test_an_openapi_linter_finds_nothing_wrong(document_path: Path) -> None:
 # -- what a generator relies on, checked in process (no tools needed) --------------------
 
 
-@pytest.fixture
-async def document(client: AsyncTestClient[Any]) -> dict[str, Any]:
-    response = await client.get("/schema/openapi.json")
-    assert response.status_code == 200
-    result: dict[str, Any] = response.json()
-    return result
-
-
 def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     for path, item in document["paths"].items():
         for method, operation in item.items():

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from litestar.testing import AsyncTestClient
 
 from tests.entrypoints.helpers import cron_task
@@ -16,14 +15,6 @@ Client = AsyncTestClient[Any]
 URL = "http://127.0.0.1:9/"
 NO_RUN = "00000000-0000-4000-8000-000000000000"
 FORM = {"content-type": "application/x-www-form-urlencoded"}
-
-
-@pytest.fixture
-async def document(client: Client) -> dict[str, Any]:
-    answer = await client.get("/schema/openapi.json")
-    assert answer.status_code == 200
-    found: dict[str, Any] = answer.json()
-    return found
 
 
 def operation(document: dict[str, Any], operation_id: str) -> dict[str, Any]:
