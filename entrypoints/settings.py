@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -115,6 +117,11 @@ class Settings(BaseSettings):
         # A libpq keyword/value string ("host=db dbname=scheduler") is fine too.
         if value is not None and not url and "=" not in value:
             raise ValueError("must be a postgresql:// URL or a libpq connection string")
+        if value is not None:
+            try:  # libpq's own parse: an unknown parameter is named here, not at connect
+                conninfo_to_dict(value)
+            except psycopg.ProgrammingError as exc:
+                raise ValueError(f"is not a connection string libpq reads: {exc}") from None
         return value
 
     @field_validator("events_url")

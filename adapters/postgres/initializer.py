@@ -22,6 +22,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 
 from adapters.postgres.errors import translated_errors
+from adapters.postgres.liveness import with_liveness
 from adapters.postgres.partitions import create_parent, ensure_partitions, partition_existing
 from adapters.postgres.queries import load_queries
 from adapters.postgres.schemata import ForeignKey, Index, Table, read_schemata
@@ -56,7 +57,8 @@ async def initialize(
     tables = read_schemata(path)
     async with translated_errors():
         if isinstance(target, str):
-            async with await AsyncConnection.connect(target, autocommit=True) as conn:
+            conninfo = with_liveness(target)  # a vanished server fails it, never hangs it
+            async with await AsyncConnection.connect(conninfo, autocommit=True) as conn:
                 return await _initialize(conn, schema, tables)
         return await _initialize(target, schema, tables)
 

@@ -271,6 +271,28 @@ def test_init_db_against_an_unreachable_server_exits_69() -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        (
+            "postgresql://app:s3cret-pw@db/jobs?keepalive=1",
+            'invalid URI query parameter: "keepalive"',
+        ),
+        ("host=db password=s3cret-pw dbname='jobs", "unterminated quoted string"),
+    ],
+)
+def test_a_database_url_libpq_cannot_read_is_a_settings_error_naming_why_and_no_password(
+    url: str, reason: str
+) -> None:
+    result = run_cli("serve", SCHEDULER_DATABASE_URL=url)
+
+    assert result.returncode == 78, result.stderr  # a settings error, before anything starts
+    assert "invalid settings: SCHEDULER_DATABASE_URL: is not a connection string" in result.stderr
+    assert reason in result.stderr
+    assert "s3cret-pw" not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.postgres
 def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_url: str) -> None:
     missing = make_conninfo(database_url, dbname="no_such_scheduler_db", password="s3cret-pw")
