@@ -38,7 +38,7 @@ from entrypoints.http.calendar_models import (
 )
 from entrypoints.http.docs import ETAG, LOCATION, also, errors
 from entrypoints.http.problems import problem
-from entrypoints.http.tasks import Cursor, IfMatch, expected_version
+from entrypoints.http.tasks import Cursor, IfMatch, IfNoneMatch, expected_version
 
 CalendarRef = Annotated[str, PathParameter(description="The calendar's name or its id.")]
 Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
@@ -155,8 +155,9 @@ class CalendarController(Controller):
         operation_id="putCalendar",
         summary="Create or replace a calendar by name",
         description="Creates the calendar (201) or replaces its writable fields whole (200), "
-        "re-planning every task that names it. `If-Match` replaces only that version. A "
-        "`name` in the body must be the one in the path.",
+        "re-planning every task that names it. `If-Match` replaces only that version "
+        "(`*`: only an existing calendar); `If-None-Match: *` only creates (412 when the "
+        "calendar exists). A `name` in the body must be the one in the path.",
         response_headers=[ETAG],
         responses=errors(400, 412, 415, 422) | also(201, CalendarResource, "Created."),
     )
@@ -167,12 +168,20 @@ class CalendarController(Controller):
         calendars: NamedDependency[CalendarService],
         request: Request[Any, Any, Any],
         if_match: IfMatch = None,
+        if_none_match: IfNoneMatch = None,
     ) -> Response[CalendarResource]:
         if data.get("name", name) != name:
             raise InvalidRequest("name", "must be the name in the path, or left out")
         calendar = strictly(Calendar, {**data, "name": name})
+        if if_none_match is not None and if_none_match.strip() != "*":
+            raise InvalidRequest("If-None-Match", "only `*` is understood")
         stored, _, created = await calendars.replace(
-            name, calendar, expected_version(if_match), actor=actor_of(request)
+            name,
+            calendar,
+            expected_version(if_match),
+            must_exist=if_match is not None and if_match.strip() == "*",
+            if_none_match=if_none_match is not None,
+            actor=actor_of(request),
         )
         return calendar_response(stored, 201 if created else 200)
 

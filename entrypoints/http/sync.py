@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, post, put
 from litestar.di import NamedDependency
-from litestar.params import BodyKwarg, HeaderParameter, PathParameter
+from litestar.params import BodyKwarg, PathParameter
 from pydantic import BaseModel
 
 from application.sync import TaskSync
@@ -17,13 +17,7 @@ from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, also, errors
 from entrypoints.http.models import ApplyRequest, TaskResource, TaskSpecByName
-from entrypoints.http.tasks import IfMatch, expected_version, task_response
-
-IfNoneMatch = Annotated[
-    str | None,
-    HeaderParameter(name="If-None-Match", description="`*`: only create, never replace"),
-]
-
+from entrypoints.http.tasks import IfMatch, IfNoneMatch, expected_version, task_response
 
 # A deploy pipeline applies its whole list in one request: 10,000 tasks of about 1 KiB
 # each fit (docs/api.md, "Declarative sync"); every other route keeps the 1 MiB limit.

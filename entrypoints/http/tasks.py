@@ -42,6 +42,10 @@ Cursor = Annotated[
 IfMatch = Annotated[
     str | None, HeaderParameter(name="If-Match", description='"<version>" from an ETag')
 ]
+IfNoneMatch = Annotated[
+    str | None,
+    HeaderParameter(name="If-None-Match", description="`*`: only create, never replace"),
+]
 
 
 def task_response(task: Task, status_code: int = 200, **headers: str) -> Response[TaskResource]:

@@ -101,3 +101,29 @@ async def test_the_openapi_document_declares_if_match_on_delete(api: Client) -> 
     headers = [p["name"] for p in operation["parameters"] if p["in"] == "header"]
     assert headers == ["If-Match"]
     assert "412" in operation["responses"]
+
+
+async def test_a_calendar_put_keeps_the_same_preconditions_as_a_task_put(api: Client) -> None:
+    days = {"dates": ["2027-01-01"]}
+    # If-Match: * only replaces: on a calendar that does not exist nothing is created.
+    missing = await api.put("/calendars/holidays", json=days, headers={"If-Match": "*"})
+    assert assert_problem(missing, 412)["type"] == STALE
+    assert (await api.get("/calendars/holidays")).status_code == 404
+
+    # If-None-Match: * only creates: once it exists it is neither replaced nor changed.
+    created = await api.put("/calendars/holidays", json=days, headers={"If-None-Match": "*"})
+    assert created.status_code == 201, created.text
+    again = await api.put(
+        "/calendars/holidays", json={"dates": ["2027-01-02"]}, headers={"If-None-Match": "*"}
+    )
+    assert assert_problem(again, 412)["type"] == "urn:imbi-scheduler:problem:precondition-failed"
+    kept = (await api.get("/calendars/holidays")).json()
+    assert (kept["version"], kept["dates"]) == (1, ["2027-01-01"])
+
+    # If-Match: * replaces what exists; another If-None-Match is not understood.
+    replaced = await api.put(
+        "/calendars/holidays", json={"dates": ["2027-01-03"]}, headers={"If-Match": "*"}
+    )
+    assert (replaced.status_code, replaced.json()["version"]) == (200, 2)
+    odd = await api.put("/calendars/holidays", json=days, headers={"If-None-Match": '"2"'})
+    assert assert_problem(odd, 422)["errors"][0]["field"] == "If-None-Match"
