@@ -331,11 +331,13 @@ class TaskSpec(_Model):
             raise ValueError(f"{where} {NUL_MESSAGE}")
         return self
 
-    @model_validator(mode="after")
-    def _unique_tags(self) -> TaskSpec:
-        if len(set(self.tags)) != len(self.tags):
+    @field_validator("tags")
+    @classmethod
+    def _unique_tags(cls, value: list[str]) -> list[str]:
+        # A field validator, so that the error names `tags`, not the whole body.
+        if len(set(value)) != len(value):
             raise ValueError("tags must not repeat")
-        return self
+        return value
 
 
 class Task(TaskSpec):

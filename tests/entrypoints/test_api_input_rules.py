@@ -49,6 +49,7 @@ Client = AsyncTestClient[Any]
             "Authorization",
             id="authorization-and-auth",
         ),
+        pytest.param({"tags": ["nightly", "nightly"]}, "tags", "must not repeat", id="a-tag-twice"),
         pytest.param({"name": str(uuid4())}, "name", "read as an id", id="a-uuid-name"),
         pytest.param({"name": uuid4().hex}, "name", "read as an id", id="a-uuid-name-bare"),
     ],
