@@ -116,6 +116,8 @@ class HttpExecutor:
             return Delivery(delivered=False, error=str(exc))
         key = str(event.id)
         headers = {"Idempotency-Key": key, "X-Scheduler-Task-Id": str(event.task_id)}
+        if not self._settings.signer:  # a signed event carries it with its signature
+            headers["webhook-id"] = key  # what a receiver dedupes on (docs/events.md)
         request = PreparedRequest(
             "POST",
             destination.url,

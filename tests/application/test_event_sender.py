@@ -72,6 +72,23 @@ async def test_an_event_is_posted_signed_with_its_id_and_body(
     assert body["data"]["run"] is None
 
 
+async def test_an_unsigned_event_carries_its_webhook_id_all_the_same(
+    clock: FakeClock, recording_target: RecordingTarget
+) -> None:
+    outbox = outbox_with(clock, recording_target.url("/events"))
+    unsigned = HttpExecutor(HttpExecutorSettings(), clock=clock)
+    try:
+        assert await EventSender(outbox, unsigned, clock).send_due() == 1
+    finally:
+        await unsigned.close()
+
+    [received] = recording_target.received("/events")
+    [event] = await outbox.list_events(EventStatus.SENT, None, 10)
+    assert received.header("webhook-id") == received.header("Idempotency-Key") == str(event.id)
+    assert received.header("webhook-signature") is None
+    assert [k for k in received.headers if k.lower() == "webhook-id"] == ["webhook-id"]
+
+
 async def test_a_destination_sends_its_auth_and_secret_headers(
     clock: FakeClock, executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
