@@ -57,6 +57,10 @@ def decode_cursor(cursor: str, listing: str) -> dict[str, Any]:
     """The payload of a cursor the list `listing` issued, without its `"list"`. Raises
     InvalidRequest("cursor") for anything else: not a cursor, edited (the check fails),
     or issued by another list."""
+    if not cursor:
+        raise InvalidRequest(
+            "cursor", "is empty: leave `cursor` out for the first page, then pass `next_cursor`"
+        )
     data_part, dot, check_part = cursor.partition(".")
     try:
         if not dot:

@@ -16,6 +16,7 @@ from domain.events import Event, EventStatus
 from domain.tasks import EventType
 from entrypoints.http.docs import errors
 from entrypoints.http.models import UtcDatetime
+from entrypoints.http.query import NON_EMPTY
 
 
 class EventResource(BaseModel):
@@ -74,7 +75,9 @@ class EventController(Controller):
         ] = 50,
         cursor: Annotated[
             str | None,
-            QueryParameter(min_length=1, description="`next_cursor` of the previous page."),
+            QueryParameter(
+                schema_extra=NON_EMPTY, description="`next_cursor` of the previous page."
+            ),
         ] = None,
     ) -> EventPage:
         page = await event_listing.list_events(status, limit, cursor)

@@ -27,6 +27,12 @@ from domain.errors import InvalidRequest
 Guard = Callable[[ASGIConnection[Any, Any, Any, Any], BaseRouteHandler], Coroutine[Any, Any, None]]
 
 
+# A cursor is declared non-empty in the schema only: an empty one is refused by the
+# cursor's own check (application/pagination.py), whose message says what to do; the
+# parameter's validation would only say "length >= 1".
+NON_EMPTY = {"minLength": 1}
+
+
 @dataclass(frozen=True)
 class _Taken:
     """The query parameters a route handler takes: all, those that take one value, and

@@ -16,6 +16,7 @@ from domain.runs import RunStatus
 from entrypoints.http.body import refuse_body
 from entrypoints.http.docs import NO_BODY, errors
 from entrypoints.http.models import RunPage, RunResource
+from entrypoints.http.query import NON_EMPTY
 
 RunId = Annotated[str, PathParameter(description="The run's id.")]
 
@@ -71,7 +72,7 @@ class RunController(Controller):
         cursor: Annotated[
             str | None,
             QueryParameter(
-                min_length=1,
+                schema_extra=NON_EMPTY,
                 description="`next_cursor` of the previous page; it carries the filters.",
             ),
         ] = None,

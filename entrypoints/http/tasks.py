@@ -28,14 +28,14 @@ from entrypoints.http.models import (
     TaskResource,
 )
 from entrypoints.http.problems import PreconditionFailed
-from entrypoints.http.query import boolean_query
+from entrypoints.http.query import NON_EMPTY, boolean_query
 
 TaskRef = Annotated[str, PathParameter(description="The task's id or its name.")]
 Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
 Cursor = Annotated[
     str | None,
     QueryParameter(
-        min_length=1,
+        schema_extra=NON_EMPTY,
         description="`next_cursor` of the previous page; it carries the filters.",
     ),
 ]
