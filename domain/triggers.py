@@ -258,10 +258,11 @@ class CalendarTrigger(_Bounded):
     """Fires at a wall time on the dates start_date + k * (years, months, weeks, days)."""
 
     kind: Literal["calendar"] = "calendar"
-    years: int = Field(default=0, ge=0)
-    months: int = Field(default=0, ge=0)
-    weeks: int = Field(default=0, ge=0)
-    days: int = Field(default=0, ge=0, validate_default=True)
+    # Each step at most 100 years, as an interval's `every`: a larger one never comes.
+    years: int = Field(default=0, ge=0, le=100)
+    months: int = Field(default=0, ge=0, le=1_200)
+    weeks: int = Field(default=0, ge=0, le=5_218)
+    days: int = Field(default=0, ge=0, le=36_525, validate_default=True)
     hour: int = Field(default=0, ge=0, le=23)
     minute: int = Field(default=0, ge=0, le=59)
     second: int = Field(default=0, ge=0, le=59)

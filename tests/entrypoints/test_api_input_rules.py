@@ -181,3 +181,23 @@ async def test_a_calendar_put_that_changes_nothing_keeps_its_version(api: Client
     assert (first.status_code, again.status_code, changed.status_code) == (201, 200, 200)
     assert [r.json()["version"] for r in (first, again, changed)] == [1, 1, 2]
     assert again.headers["ETag"] == '"1"'
+
+
+@pytest.mark.parametrize(
+    ("unit", "most"), [("years", 100), ("months", 1_200), ("weeks", 5_218), ("days", 36_525)]
+)
+async def test_a_calendar_step_is_at_most_a_hundred_years(
+    api: Client, unit: str, most: int
+) -> None:
+    # A larger step never came back: the task stood enabled with no next run, forever.
+    trigger = {"kind": "calendar", "start_date": "2026-01-01"}
+    body = cron_task("http://127.0.0.1:9/") | {"trigger": trigger | {unit: most + 1}}
+
+    refused = await api.post("/tasks", json=body)
+
+    assert fields_of(refused) == [f"trigger.{unit}"]
+    assert (await api.get("/tasks")).json()["items"] == []
+    body["trigger"][unit] = most
+    created = await api.post("/tasks", json=body)
+    assert created.status_code == 201, created.text
+    assert created.json()["next_run_at"] is not None
