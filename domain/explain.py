@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from domain.calendars import READ_BACK
 from domain.claims import first_fire_at_or_after
 from domain.fire_values import Omission
 from domain.history import TaskVersion
@@ -125,7 +126,10 @@ def _last_omission(
 
 def spec_of(version: TaskVersion) -> TaskSpec | None:
     """The task as the version left it; None once deleted."""
-    return None if version.state is None else TaskSpec.model_validate(version.state)
+    # A past version is read back: a rule added since must not refuse it.
+    return (
+        None if version.state is None else TaskSpec.model_validate(version.state, context=READ_BACK)
+    )
 
 
 def folded_into(

@@ -37,7 +37,7 @@ from domain._wallclock import (
     wall_instant,
     zone,
 )
-from domain.calendars import Calendar, CalendarRef, ExcludingCalendarRef
+from domain.calendars import READ_BACK, Calendar, CalendarRef, ExcludingCalendarRef
 from domain.occurrences import (
     MONTH_CLAMPED,
     AnnotatedFireTimes,
@@ -254,15 +254,21 @@ def _anchor_instant(chosen: datetime, timezone: str) -> datetime:
     return instant(chosen, zone(timezone))
 
 
+# A calendar interval's steps, each at most 100 years' worth as an interval's `every` is:
+# a larger one never comes back, and the task would stand enabled with no next run.
+_MOST_STEPS = {"years": 100, "months": 1_200, "weeks": 5_218, "days": 36_525}
+
+
 class CalendarTrigger(_Bounded):
     """Fires at a wall time on the dates start_date + k * (years, months, weeks, days)."""
 
     kind: Literal["calendar"] = "calendar"
-    # Each step at most 100 years, as an interval's `every`: a larger one never comes.
-    years: int = Field(default=0, ge=0, le=100)
-    months: int = Field(default=0, ge=0, le=1_200)
-    weeks: int = Field(default=0, ge=0, le=5_218)
-    days: int = Field(default=0, ge=0, le=36_525, validate_default=True)
+    years: int = Field(default=0, ge=0, json_schema_extra={"maximum": _MOST_STEPS["years"]})
+    months: int = Field(default=0, ge=0, json_schema_extra={"maximum": _MOST_STEPS["months"]})
+    weeks: int = Field(default=0, ge=0, json_schema_extra={"maximum": _MOST_STEPS["weeks"]})
+    days: int = Field(
+        default=0, ge=0, validate_default=True, json_schema_extra={"maximum": _MOST_STEPS["days"]}
+    )
     hour: int = Field(default=0, ge=0, le=23)
     minute: int = Field(default=0, ge=0, le=59)
     second: int = Field(default=0, ge=0, le=59)
@@ -272,6 +278,18 @@ class CalendarTrigger(_Bounded):
     end_at: TriggerInstant | None = None
     dst: DstPolicy | None = Field(default=None, exclude_if=unset)
     calendar: CalendarRef | None = Field(default=None, exclude_if=unset)
+
+    @field_validator("years", "months", "weeks", "days")
+    @classmethod
+    def _at_most_a_century(cls, value: int, info: ValidationInfo) -> int:
+        # Checked on what is written; a trigger read back from a store passed the rule
+        # or predates it, and must still be read (READ_BACK).
+        most = _MOST_STEPS[info.field_name or ""]
+        if value > most and info.context is not READ_BACK:
+            raise PydanticCustomError(
+                "less_than_equal", "Input should be less than or equal to {le}", {"le": most}
+            )
+        return value
 
     @field_validator("days")
     @classmethod

@@ -125,7 +125,7 @@ class DomainTrigger(APSchedulerTrigger):
                 f"DomainTrigger state version {state.get('version')!r} is not {STATE_VERSION}"
             )
         self._task_id = UUID(state["task_id"])
-        self._trigger = TRIGGER_ADAPTER.validate_python(state["trigger"])
+        self._trigger = TRIGGER_ADAPTER.validate_python(state["trigger"], context=READ_BACK)
         self._jitter = int(state["jitter_seconds"])
         self._first = _parse(state["first"])
         self._last = _parse(state["last"])

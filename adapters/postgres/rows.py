@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from domain.calendars import READ_BACK
 from domain.history import TaskVersion
 from domain.runs import Run
 from domain.tasks import STORED, HttpTarget, Notify, Task
@@ -56,7 +57,7 @@ def _trigger(text: str) -> Trigger:
     # tasks whose trigger JSON is equal may share one validated model. Cron parsing is
     # the dear part. Room for a fleet's distinct triggers: a calendar re-plan reads
     # every task naming it, and 10,000 distinct ones evicted each other at 4,096.
-    return TRIGGER_ADAPTER.validate_json(text)
+    return TRIGGER_ADAPTER.validate_json(text, context=READ_BACK)  # rules it predates pass
 
 
 def to_trigger(text: str) -> Trigger:

@@ -188,6 +188,28 @@ async def test_a_row_that_no_longer_validates_is_left_alone(
     assert [c.task.id for c in claimed] == [good.id]
 
 
+async def test_a_row_written_before_a_rule_was_added_is_still_read(
+    postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
+) -> None:
+    # A calendar step over 100 years is refused when written (docs/triggers.md), not
+    # when an older row that has one is read back.
+    task = await postgres_store.create_task(make_task())
+    older = {"kind": "calendar", "years": 9000, "start_date": "2026-01-01", "timezone": "UTC"}
+    await query(
+        postgres_backend.url,
+        "UPDATE {schema}.tasks SET trigger = %s::jsonb WHERE id = %s",
+        postgres_backend.schema,
+        json.dumps(older),
+        task.id,
+    )
+
+    read = await postgres_store.get_task(task.id)
+
+    assert read.trigger.kind == "calendar" and read.trigger.years == 9000
+    listed = await postgres_store.list_tasks(TaskFilter(), None, 10)
+    assert [t.id for t in listed] == [task.id]
+
+
 async def test_a_stale_next_run_at_is_mended_not_claimed(
     postgres_backend: PostgresBackend, postgres_store: PostgresTaskStore
 ) -> None:
