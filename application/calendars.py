@@ -171,8 +171,10 @@ class CalendarService:
 
         def change(current: StoredCalendar) -> Calendar:
             fields = _fields(current, json=True)
-            fields["dates"] = sorted({*fields["dates"], *(d.isoformat() for d in found.dates)})
-            fields["yearly"] = sorted({*fields["yearly"], *found.yearly})
+            # Kept where they first came, as everywhere a calendar's dates are given: the
+            # calendar's own, then the import's new ones in the file's order.
+            fields["dates"] = [*fields["dates"], *(d.isoformat() for d in found.dates)]
+            fields["yearly"] = [*fields["yearly"], *found.yearly]
             return _validated(fields)
 
         return await self._change(ref, change, if_match, actor)
