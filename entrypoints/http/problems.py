@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from http import HTTPStatus
-from typing import Any
+from typing import Any, get_args
 
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, ValidationException
@@ -123,19 +125,54 @@ def invalid_model(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[st
     return _validation(field_errors(exc))
 
 
-def invalid_parameter(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    """Litestar's own validation of query, path and header parameters."""
+def invalid_parameter(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """Litestar's own validation of query, path and header parameters, its messages said
+    as the rest of the API says them."""
     assert isinstance(exc, ValidationException)
     extra = exc.extra if isinstance(exc.extra, list) else []
     errors = [
         # Litestar names a missing body by the handler's parameter, `data`.
         FieldError("body", "a JSON body is required")
         if item.get("key") == "data"
-        else FieldError(str(item.get("key") or "request"), str(item.get("message") or "is invalid"))
+        else FieldError(
+            key := str(item.get("key") or "request"),
+            _worded(str(item.get("message") or "is invalid"), _choices(request, key)),
+        )
         for item in extra
         if isinstance(item, dict)
     ]
     return _validation(errors or [FieldError("request", exc.detail)])
+
+
+# msgspec's wording of a parameter's type and bounds, and the API's.
+_REWORDED = [
+    (re.compile(r"Expected `int` >= (-?\d+)"), "must be an integer of at least {0}"),
+    (re.compile(r"Expected `int` <= (-?\d+)"), "must be an integer of at most {0}"),
+    (re.compile(r"Expected `int`, got `\w+`"), "must be an integer"),
+]
+
+
+def _worded(message: str, choices: list[str] | None) -> str:
+    if choices is not None and message.startswith("Invalid enum value"):
+        return f"must be one of {', '.join(choices)}"
+    for pattern, wording in _REWORDED:
+        if match := pattern.fullmatch(message):
+            return wording.format(*match.groups())
+    return message
+
+
+def _choices(request: Request[Any, Any, Any], key: str) -> list[str] | None:
+    """The values of the enum the handler's parameter `key` takes, if it takes one."""
+    try:  # a request refused before it was routed has no handler
+        parameter = request.route_handler.parsed_fn_signature.parameters.get(key)
+    except (AttributeError, KeyError):
+        return None
+    if parameter is None:
+        return None
+    for kind in (parameter.annotation, *get_args(parameter.annotation)):
+        if isinstance(kind, type) and issubclass(kind, Enum):
+            return [str(member.value) for member in kind]
+    return None
 
 
 def store_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

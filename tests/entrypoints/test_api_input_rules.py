@@ -201,3 +201,22 @@ async def test_a_calendar_step_is_at_most_a_hundred_years(
     created = await api.post("/tasks", json=body)
     assert created.status_code == 201, created.text
     assert created.json()["next_run_at"] is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        ("/runs?status=bogus", "status", "must be one of running, succeeded, failed, missed, "),
+        ("/events?status=bogus", "status", "must be one of pending, sent, dropped"),
+        ("/tasks?limit=0", "limit", "must be an integer of at least 1"),
+        ("/runs?limit=501", "limit", "must be an integer of at most 500"),
+        ("/tasks?limit=many", "limit", "must be an integer"),
+    ],
+)
+async def test_a_bad_query_value_is_named_in_the_api_s_own_words(
+    api: Client, query: str, field: str, message: str
+) -> None:
+    answer = await api.get(query)
+
+    assert fields_of(answer) == [field]
+    assert answer.json()["errors"][0]["message"].startswith(message)
