@@ -24,6 +24,10 @@ _LONGEST_EVENT_DAYS = 10_000
 
 def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
     """The calendar `text` describes, named `name`. Raises InvalidRequest."""
+    if not text.strip():
+        raise InvalidRequest(
+            field, "is empty: send iCalendar text (BEGIN:VCALENDAR … END:VCALENDAR)"
+        )
     try:
         parsed = icalendar.Calendar.from_ical(text)
     # Malformed text makes the library raise more than ValueError (an AttributeError for
@@ -65,6 +69,8 @@ def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
 def _unparsable(text: str, field: str, problem: str) -> InvalidRequest:
     line = _bad_line(text)
     where = f"line {line}" if line is not None else "the calendar"
+    # The library's messages may end in ": " and nothing after it.
+    problem = problem.strip().removesuffix(":").strip()
     return InvalidRequest(field, f"{where} does not parse as iCalendar: {problem}")
 
 

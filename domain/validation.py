@@ -66,6 +66,10 @@ def described(details: Sequence[ErrorDetails], prefix: str = "") -> list[FieldEr
             expected = error.get("ctx", {}).get("expected_tags", "")
             parts.append(str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
             message = f"must be one of {expected}"
+        elif error["type"] == "timezone_aware":  # as a query's instant is worded
+            message = (
+                'must be an RFC 3339 date-time with an offset (such as "2026-03-09T06:30:00Z")'
+            )
         elif error["type"] in WRONG_TYPE:
             message = wrong_type(error["type"], error["input"])
         elif message.startswith("Value error, "):

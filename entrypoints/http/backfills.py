@@ -122,7 +122,7 @@ class BackfillController(Controller):
         summary="A backfill and how far its runs got",
         description="Its request, status and runs counted (total, finished, pending, by "
         "status). 404 for an unknown id (a dry run's included).",
-        responses=errors(404),
+        responses=errors(404, mutation=False),
     )
     async def get_backfill(
         self,

@@ -220,3 +220,22 @@ async def test_a_bad_query_value_is_named_in_the_api_s_own_words(
 
     assert fields_of(answer) == [field]
     assert answer.json()["errors"][0]["message"].startswith(message)
+
+
+async def test_an_empty_icalendar_and_an_instant_without_offset_say_what_to_send(
+    api: Client,
+) -> None:
+    await api.post("/calendars", json={"name": "closures"})
+    for empty in (b"", b"  \r\n"):
+        answer = await api.post(
+            "/calendars/closures/import", content=empty, headers={"Content-Type": "text/calendar"}
+        )
+        assert fields_of(answer) == ["body"]
+        assert answer.json()["errors"][0]["message"].startswith("is empty: send iCalendar")
+    created = await api.post("/tasks", json=cron_task("http://127.0.0.1:9/"))
+    backfill = await api.post(
+        f"/tasks/{created.json()['id']}/backfill",
+        json={"start": "2026-01-01T00:00:00", "end": "2026-01-02T00:00:00Z"},
+    )
+    assert fields_of(backfill) == ["start"]
+    assert "with an offset" in backfill.json()["errors"][0]["message"]
