@@ -239,6 +239,9 @@ async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
     for _ in range(51):  # one more than a page of runs
         assert (await open_console.post(f"/tasks/{task['id']}/runs")).status_code == 202
     runs_first = (await open_console.get("/ui/runs?task=bulk-on")).text
+    assert "Runs matching the filters, newest first</caption>" in runs_first
+    every = (await open_console.get("/ui/runs")).text
+    assert "Runs of every task, newest first</caption>" in every
     older = re.search(r'rel="next" href="([^"]+)"', runs_first)
     assert older
     runs_second = (await open_console.get(html.unescape(older.group(1)))).text
@@ -272,6 +275,11 @@ async def test_history_shows_the_members_that_changed_each_value_cut_alone(
     description = next(item for item in items if item.startswith("<code>description</code>"))
     assert description.endswith(f'<code>"{"x" * 118}…</code>')
     assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]
+    # Version 1 lists what the task was made with, not the fields it left unset.
+    first = page.split('id="history-h"')[1].split('id="definition-h"')[0].split("</tr>")[2]
+    made = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", first)]
+    assert any(item.startswith("<code>name</code>: <code>null</code> →") for item in made)
+    assert not any(item.endswith("<code>null</code> → <code>null</code>") for item in made)
 
 
 async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console: Client) -> None:

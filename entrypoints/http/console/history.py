@@ -18,7 +18,8 @@ def change_lines(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, st
     """(field, old, new) for each change, by dotted path: `target.url`, not `target`."""
     lines: list[tuple[str, str, str]] = []
     for field, (old, new) in sorted(changes.items()):
-        lines.extend(_lines(field, old, new))
+        if old != new:  # version 1 lists every field, null → null included: no change
+            lines.extend(_lines(field, old, new))
     return lines
 
 
