@@ -87,6 +87,12 @@ async def test_a_form_without_overlap_backfills_one_slot_at_a_time(
     runs = (await open_console.get("/runs")).json()["items"]
     statuses = sorted(r["status"] for r in runs)
     assert statuses == ["queued"] * (len(fires) - 1) + ["running"]  # one slot: the rest wait
+    # Each of them is marked as the backfill's where runs are listed, and names it.
+    assert shown.text.count('<span class="tag">backfill</span>') == len(fires)
+    task_page = (await open_console.get("/ui/tasks/daily")).text
+    assert task_page.count('<span class="tag">backfill</span>') == len(fires)
+    run_page = (await open_console.get(f"/ui/runs/{runs[0]['id']}")).text
+    assert f'href="/ui/runs?backfill={runs[0]["backfill_id"]}"' in run_page
 
 
 @pytest.mark.parametrize(
