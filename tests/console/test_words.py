@@ -24,6 +24,16 @@ from entrypoints.http.console.words import (
         ),
         ({"kind": "cron", "expression": "*/15 * * * *"}, "every 15 minutes, UTC"),
         (
+            {"kind": "cron", "expression": "0 0 1 1 *", "timezone": "Asia/Tokyo"},
+            "at 00:00 on January 1 every year, Tokyo time",
+        ),
+        (
+            {"kind": "cron", "expression": "30 9 25 DEC *"},
+            "at 09:30 on December 25 every year, UTC",
+        ),
+        ({"kind": "cron", "expression": "0 0 1 */3 *"}, "cron 0 0 1 */3 *, UTC"),
+        ({"kind": "cron", "expression": "0 0 1 1 MON"}, "cron 0 0 1 1 MON, UTC"),
+        (
             {"kind": "cron", "expression": "* * * * *", "timezone": "Europe/London"},
             "every minute, London time",
         ),

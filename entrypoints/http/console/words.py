@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -9,6 +10,7 @@ from domain.triggers import CalendarTrigger, CronTrigger, IntervalTrigger, OneSh
 
 _DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 _DAY_NAMES = {name[:3].lower(): str(i) for i, name in enumerate(_DAYS)}
+_MONTHS = {calendar.month_abbr[i].lower(): str(i) for i in range(1, 13)}
 _UNITS = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
 
 
@@ -53,7 +55,7 @@ def cron_words(expression: str) -> str:
         return f"cron {expression}"
     minute, hour, dom, month, dow = fields
     if month != "*":
-        return f"cron {expression}"
+        return _yearly_words(second, minute, hour, dom, month, dow) or f"cron {expression}"
     if not second.isdigit():
         every_minute = (minute, hour, dom, dow) == ("*", "*", "*", "*")
         steps = _step(second, 60)
@@ -79,6 +81,21 @@ def cron_words(expression: str) -> str:
         clocks = [f"{value:02d}:{int(minute):02d}" for value in range(0, 24, steps)]
         return f"at {_and(clocks)} every day"
     return f"cron {expression}"
+
+
+def _yearly_words(second: str, minute: str, hour: str, dom: str, month: str, dow: str) -> str:
+    """'at 00:00 on January 1 every year' for one day of one month at one time; '' for
+    any other shape."""
+    number = _MONTHS.get(month.lower(), month)
+    one_time = second.isdigit() and minute.isdigit() and hour.isdigit()
+    if not (one_time and dom.isdigit() and dow == "*" and number.isdigit()):
+        return ""
+    if not 1 <= int(number) <= 12:
+        return ""
+    clock = f"at {int(hour):02d}:{int(minute):02d}" + (
+        f":{int(second):02d}" if second != "0" else ""
+    )
+    return f"{clock} on {calendar.month_name[int(number)]} {int(dom)} every year"
 
 
 def _step(field: str, span: int) -> int | None:
