@@ -45,7 +45,7 @@ from entrypoints.http.console.words import (
         ({"kind": "cron", "expression": "0 6 1 * *"}, "at 06:00 on day 1 of every month, UTC"),
         ({"kind": "cron", "expression": "15 */2 * * *"}, "every 2 hours, at minute 15, UTC"),
         ({"kind": "cron", "expression": "30 30 2 * * *"}, "at 02:30:30 every day, UTC"),
-        ({"kind": "cron", "expression": "0 0 1 1 *"}, "cron 0 0 1 1 *, UTC"),
+        ({"kind": "cron", "expression": "0 0 1,15 1 *"}, "cron 0 0 1,15 1 *, UTC"),
         # A step that does not divide its field restarts at 0: the values are named.
         ({"kind": "cron", "expression": "*/45 * * * *"}, "at minutes 0 and 45 past each hour, UTC"),
         (
