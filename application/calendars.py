@@ -18,14 +18,9 @@ from application.patching import merge_patch
 from application.ports import Clock, TaskStore
 from application.refs import by_id_or_name
 from domain.calendars import CALENDAR_FIELDS, Calendar, StoredCalendar, empty_calendar
-from domain.errors import (
-    CalendarNotFound,
-    CalendarVersionConflict,
-    InvalidRequest,
-    PreconditionNotMet,
-    VersionConflict,
-)
+from domain.errors import CalendarNotFound, CalendarVersionConflict, InvalidRequest
 from domain.instants import truncate
+from domain.preconditions import PutConditions
 from domain.triggers import Trigger
 from domain.validation import field_errors
 
@@ -130,31 +125,22 @@ class CalendarService:
         self,
         name: str,
         calendar: Calendar,
-        if_match: int | None = None,
+        conditions: PutConditions = PutConditions(),
         *,
-        must_exist: bool = False,
-        if_none_match: bool = False,
         actor: str | None,
     ) -> tuple[StoredCalendar, int, bool]:
         """PUT: create the calendar `name` names, or replace its writable fields whole.
         Returns the calendar, how many tasks were re-planned and whether it was created.
-        `if_match` (a version) or `must_exist` (`If-Match: *`) only replace;
-        `if_none_match` (`If-None-Match: *`) only creates (PreconditionNotMet when it
-        exists), as a task's PUT."""
+        `conditions` hold as for a task's PUT."""
         if calendar.name != name:
             raise InvalidRequest("name", f"must be the name in the path, {name!r}")
+        if_match = conditions.version
         try:
             current = await self._store.get_calendar(name)
         except CalendarNotFound:
-            if if_match is not None or must_exist:
-                raise VersionConflict(
-                    name,
-                    -1 if if_match is None else if_match,
-                    detail=f"no calendar named {name!r} exists (If-Match)",
-                ) from None
+            conditions.check("calendar", name, stored=False)
             return await self.create(calendar), 0, True
-        if if_none_match:
-            raise PreconditionNotMet(f"a calendar named {name!r} exists (If-None-Match: *)")
+        conditions.check("calendar", name, stored=True)
         if _fields(current) == _fields(calendar):
             # As for tasks, a PUT that changes nothing keeps the version (deploy
             # pipelines PUT the same files again and again).

@@ -22,11 +22,11 @@ from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskUpda
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
-    PreconditionNotMet,
     TaskNotFound,
     VersionConflict,
 )
 from domain.instants import truncate
+from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
 from domain.triggers import CalendarTrigger, IntervalTrigger, Trigger
 from domain.validation import FieldError
@@ -60,19 +60,16 @@ class TaskSync:
     async def put_task(
         self,
         spec: TaskSpec,
+        conditions: PutConditions = PutConditions(),
         *,
-        if_match: int | None = None,
-        must_exist: bool = False,
-        if_none_match: bool = False,
         actor: str | None = None,
     ) -> tuple[Task, bool]:
         """Create the task `spec.name` names, or replace its writable fields with `spec`
         (fields left out already took their defaults). Returns the task and whether it
-        was created. `if_match` (a version) or `must_exist` (`If-Match: *`) only replace;
-        `if_none_match` (`If-None-Match: *`) only creates. Raises VersionConflict when an
-        `If-Match` does not hold (the task is at another version, or does not exist),
-        PreconditionNotMet when `If-None-Match: *` does not (the task exists),
-        InvalidRequest."""
+        was created. Raises VersionConflict when an `If-Match` of `conditions` does not
+        hold (the task is at another version, or does not exist), PreconditionNotMet
+        when `If-None-Match: *` does not (the task exists), InvalidRequest."""
+        if_match = conditions.version
         self._executor.check(spec.target, spec.notify)
         for attempt in count():
             now = truncate(self._clock.now())
@@ -82,13 +79,8 @@ class TaskSync:
                 current = None
             replaced = None if current is None else current.trigger
             calendars = await self._service.calendars_for(spec.trigger, replaced)
+            conditions.check("task", spec.name, stored=current is not None)
             if current is None:
-                if if_match is not None or must_exist:
-                    raise VersionConflict(
-                        spec.name,
-                        -1 if if_match is None else if_match,
-                        detail=f"no task named {spec.name!r} exists (If-Match)",
-                    )
                 try:
                     task = self._service.new_task(spec, now, calendars)
                     return await self._store.create_task(task, actor=actor), True
@@ -96,8 +88,6 @@ class TaskSync:
                     # Created meanwhile: replace it instead.
                     await before_retry(attempt, f"task {spec.name!r}")
                     continue
-            if if_none_match:
-                raise PreconditionNotMet(f"a task named {spec.name!r} exists (If-None-Match: *)")
             if if_match is not None and current.version != if_match:
                 raise VersionConflict(spec.name, if_match, current.version)
             wanted = carried(spec, current)

@@ -38,7 +38,7 @@ from entrypoints.http.calendar_models import (
 )
 from entrypoints.http.docs import ETAG, LOCATION, also, errors
 from entrypoints.http.problems import problem
-from entrypoints.http.tasks import Cursor, IfMatch, IfNoneMatch, expected_version
+from entrypoints.http.tasks import Cursor, IfMatch, IfNoneMatch, expected_version, put_conditions
 
 CalendarRef = Annotated[str, PathParameter(description="The calendar's name or its id.")]
 Limit = Annotated[int, QueryParameter(ge=1, le=500, description="Page size, 1 to 500.")]
@@ -173,15 +173,9 @@ class CalendarController(Controller):
         if data.get("name", name) != name:
             raise InvalidRequest("name", "must be the name in the path, or left out")
         calendar = strictly(Calendar, {**data, "name": name})
-        if if_none_match is not None and if_none_match.strip() != "*":
-            raise InvalidRequest("If-None-Match", "only `*` is understood")
+        conditions = put_conditions(if_match, if_none_match)
         stored, _, created = await calendars.replace(
-            name,
-            calendar,
-            expected_version(if_match),
-            must_exist=if_match is not None and if_match.strip() == "*",
-            if_none_match=if_none_match is not None,
-            actor=actor_of(request),
+            name, calendar, conditions, actor=actor_of(request)
         )
         return calendar_response(stored, 201 if created else 200)
 

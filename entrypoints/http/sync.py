@@ -17,7 +17,7 @@ from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, also, errors
 from entrypoints.http.models import ApplyRequest, TaskResource, TaskSpecByName
-from entrypoints.http.tasks import IfMatch, IfNoneMatch, expected_version, task_response
+from entrypoints.http.tasks import IfMatch, IfNoneMatch, put_conditions, task_response
 
 # A deploy pipeline applies its whole list in one request: 10,000 tasks of about 1 KiB
 # each fit (docs/api.md, "Declarative sync"); every other route keeps the 1 MiB limit.
@@ -65,15 +65,8 @@ class SyncController(Controller):
         if data.get("name") is None:
             data = {**data, "name": id}
         spec = strictly(TaskSpec, data)
-        if if_none_match is not None and if_none_match.strip() != "*":
-            raise InvalidRequest("If-None-Match", "only `*` is understood")
-        task, created = await sync.put_task(
-            spec,
-            if_match=expected_version(if_match),
-            must_exist=if_match is not None and if_match.strip() == "*",
-            if_none_match=if_none_match is not None,
-            actor=actor_of(request),
-        )
+        conditions = put_conditions(if_match, if_none_match)
+        task, created = await sync.put_task(spec, conditions, actor=actor_of(request))
         return task_response(task, 201 if created else 200)
 
     @post(

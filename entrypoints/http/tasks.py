@@ -11,6 +11,8 @@ from litestar.params import BodyKwarg, FromQuery, HeaderParameter, PathParameter
 
 from application.ports import RenderedRequest, TaskFilter
 from application.scheduling import SchedulingService
+from domain.errors import InvalidRequest
+from domain.preconditions import PutConditions
 from domain.runs import RunStatus
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import MUTATION, actor_of
@@ -54,6 +56,18 @@ def task_response(task: Task, status_code: int = 200, **headers: str) -> Respons
         TaskResource.of(task),
         status_code=status_code,
         headers={"ETag": f'"{task.version}"', **headers},
+    )
+
+
+def put_conditions(if_match: str | None, if_none_match: str | None) -> PutConditions:
+    """The conditions of a PUT by name: `If-Match` as `expected_version` reads it (`*`:
+    only replace), `If-None-Match: *` (only create); any other `If-None-Match` is a 422."""
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise InvalidRequest("If-None-Match", "only `*` is understood")
+    return PutConditions(
+        version=expected_version(if_match),
+        must_exist=if_match is not None and if_match.strip() == "*",
+        only_create=if_none_match is not None,
     )
 
 
