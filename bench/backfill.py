@@ -71,6 +71,7 @@ class Timeline:
     def __init__(self) -> None:
         self.calls: list[tuple[float, float]] = []
         self.finishes: list[tuple[float, float, int, int]] = []
+        self.finish_cpu: list[float] = []  # the event loop thread's CPU during each
 
     def watch(self, container: Any) -> None:
         executor, store = container.executor(), container.task_store()
@@ -84,8 +85,9 @@ class Timeline:
                 self.calls.append((began, time.perf_counter()))
 
         async def timed_finish(outcomes: Any, *args: Any, **kwargs: Any) -> Any:
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             freed = await finish(outcomes, *args, **kwargs)
+            self.finish_cpu.append(time.thread_time() - cpu)
             self.finishes.append((began, time.perf_counter(), len(outcomes), len(freed.started)))
             return freed
 
@@ -99,6 +101,7 @@ class Timeline:
         print(f"trace_call_ms_median {statistics.median(e - b for b, e in self.calls) * ms:.2f}")
         durations = [e - b for b, e, _, _ in self.finishes]
         print(f"trace_finish_ms_median {statistics.median(durations) * ms:.2f}")
+        print(f"trace_finish_cpu_ms_median {statistics.median(self.finish_cpu) * ms:.2f}")
         print(f"trace_finish_outcomes_mean {statistics.mean(f[2] for f in self.finishes):.2f}")
         print(f"trace_finish_started_mean {statistics.mean(f[3] for f in self.finishes):.2f}")
         starts = sorted(b for b, _, _, _ in self.finishes)

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2 import StrictUndefined, TemplateError, meta, nodes
 from jinja2.environment import Template
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import SandboxedEnvironment
@@ -87,6 +87,20 @@ def _body_strings(path: str, value: JsonValue) -> Iterator[tuple[str, str]]:
             yield from _body_strings(f"{path}.{index}", item)
 
 
+def _dunder_attributes(ast: nodes.Template, source: str) -> str:
+    """The `.__name__` attributes a template reads, in the order written ("" if none).
+    Every object has such attributes (`__class__`, `__init__`) and the sandbox refuses
+    each at render, so a template reading one would fail every run: it is refused when
+    written instead. Item syntax (`body["__key__"]`) is left alone: a body may have
+    such a key."""
+    names = {
+        node.attr
+        for node in ast.find_all(nodes.Getattr)
+        if node.attr.startswith("__") and node.attr.endswith("__")
+    }
+    return ", ".join(f".{name}" for name in sorted(names, key=lambda n: source.find(n)))
+
+
 class Templates:
     def __init__(self) -> None:
         self._env = _Sandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
@@ -105,6 +119,13 @@ class Templates:
                 names = ", ".join(sorted(unknown))
                 allowed = ", ".join(sorted(NAMES))
                 raise InvalidRequest(field, f"template uses unknown {names} (known: {allowed})")
+            dunder = _dunder_attributes(ast, source)
+            if dunder:
+                raise InvalidRequest(
+                    field,
+                    f"template reads {dunder}, which the sandbox never allows:"
+                    " a name that begins and ends with __ is no part of the task or the run",
+                )
 
     def render(
         self, target: HttpTarget, context: Mapping[str, Any]

@@ -193,3 +193,19 @@ async def test_a_body_that_is_not_json_is_a_415(
     )
 
     assert "application/json" in assert_problem(response, 415)["detail"]
+
+
+async def test_a_template_reading_a_dunder_attribute_is_refused_when_written(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # The sandbox refuses `__class__` at every render: accepted, the task would fail
+    # every run. It is a 422 at create, naming the string, nothing written.
+    body = cron_task(recording_target.url())
+    body["target"]["template"] = True
+    body["target"]["body"] = {"probe": "{{ task.__class__.__mro__ }}"}
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert fields(problem) == ["target.body.probe"]
+    assert "__class__" in problem["errors"][0]["message"]
+    assert await task_count(client) == 0

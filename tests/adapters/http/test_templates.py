@@ -199,6 +199,18 @@ async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -
             "template uses unknown secrets",
             id="unknown-name",
         ),
+        pytest.param(
+            {"url": "http://h.test/", "body": {"a": "{{ task.__class__.__mro__ }}"}},
+            "target.body.a",
+            "template reads .__class__, .__mro__, which the sandbox never allows",
+            id="dunder-attribute",
+        ),
+        pytest.param(
+            {"url": "http://h.test/{% if run.id.__len__ %}x{% endif %}"},
+            "target.url",
+            "template reads .__len__",
+            id="dunder-in-a-condition",
+        ),
     ],
 )
 def test_check_rejects_a_bad_template(
@@ -223,6 +235,7 @@ def test_check_accepts_good_templates(executor: HttpExecutor) -> None:
             body={
                 "a": ["{% if last_run %}{{ last_run }}{% endif %}", "{{ run.id }}"],
                 "b": "{% for i in range(3) %}{{ i }}{% endfor %}",
+                "c": "{{ task.target.body['__key__'] }}{{ task._private }}",
             },
             template=True,
         )
