@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
-from types import MappingProxyType
 from typing import Annotated, Any, Literal, Self
 from uuid import UUID
 
@@ -27,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from domain.names import NAME_PATTERN, unreachable_name
+from domain.read_back import READ_BACK, read_back
 
 MAX_DATES = 10_000
 # How far a roll looks for a date that is not in the calendar (docs/triggers.md).
@@ -107,10 +107,6 @@ WeekdayName = Annotated[
 ]
 
 
-# The validation context of a calendar read back from a store (see `_reachable`).
-READ_BACK: Mapping[str, bool] = MappingProxyType({"stored": True})
-
-
 class Calendar(BaseModel):
     """A set of local dates: explicit `dates`, `yearly` month-days (`02-29` only in leap
     years, since other years have no such date) and every one of the `weekdays`."""
@@ -142,11 +138,7 @@ class Calendar(BaseModel):
     def _reachable(cls, value: str, info: ValidationInfo) -> str:
         # No UUID, no dots alone (see domain/names.py). Only a calendar as a client sends
         # it: a stored one was checked when written, or predates the rule.
-        if (
-            cls is Calendar
-            and info.context is not READ_BACK
-            and (problem := unreachable_name(value))
-        ):
+        if cls is Calendar and not read_back(info) and (problem := unreachable_name(value)):
             raise ValueError(problem)
         return value
 

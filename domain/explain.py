@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from domain.calendars import READ_BACK
 from domain.claims import first_fire_at_or_after
 from domain.fire_values import Omission
 from domain.history import TaskVersion
+from domain.read_back import READ_BACK
 from domain.runs import Run, RunStatus
 from domain.tasks import TaskSpec
 from domain.triggers import Calendars, Trigger, fire_times

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -23,6 +21,7 @@ from pydantic import (
 )
 
 from domain.names import NAME_PATTERN, unreachable_name
+from domain.read_back import read_back
 from domain.retention import MAX_HISTORY_LIMIT
 from domain.triggers import Trigger
 from domain.validation import NUL_MESSAGE, nul_at
@@ -139,20 +138,6 @@ def check_headers_env(
         if lower == "authorization" and auth is not None and not isinstance(auth, NoAuth):
             raise ValueError(f"{name!r} is set by auth")
     return value
-
-
-# The validation context of a value read back from a store: it was checked when it was
-# written, so the checks written in Python (a URL's parts, header names) are not run
-# again; pydantic's own (types, lengths, patterns) still are. A claim reads thousands of
-# targets a second, most of them of their own: those checks were half of reading one.
-# Read-only: one shared mapping, that no validator may change for every later read.
-STORED: Mapping[str, bool] = MappingProxyType({"stored": True})
-
-
-def read_back(info: ValidationInfo) -> bool:
-    """Whether this validation reads back a stored value (context `STORED`)."""
-    # By identity: an isinstance test against Mapping (an ABC) was a tenth of a claim.
-    return info.context is STORED
 
 
 def check_http_url(value: str) -> str:

@@ -37,7 +37,7 @@ from domain._wallclock import (
     wall_instant,
     zone,
 )
-from domain.calendars import READ_BACK, Calendar, CalendarRef, ExcludingCalendarRef
+from domain.calendars import Calendar, CalendarRef, ExcludingCalendarRef
 from domain.occurrences import (
     MONTH_CLAMPED,
     AnnotatedFireTimes,
@@ -47,6 +47,7 @@ from domain.occurrences import (
     next_occurrence,
     window,
 )
+from domain.read_back import read_back
 from domain.trigger_fields import DEFAULT_DST, DstPolicy, TriggerInstant, ZoneName, unset
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -285,7 +286,7 @@ class CalendarTrigger(_Bounded):
         # Checked on what is written; a trigger read back from a store passed the rule
         # or predates it, and must still be read (READ_BACK).
         most = _MOST_STEPS[info.field_name or ""]
-        if value > most and info.context is not READ_BACK:
+        if value > most and not read_back(info):
             raise PydanticCustomError(
                 "less_than_equal", "Input should be less than or equal to {le}", {"le": most}
             )

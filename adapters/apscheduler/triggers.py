@@ -22,8 +22,9 @@ from apscheduler import DeserializationError
 from apscheduler.abc import Trigger as APSchedulerTrigger
 
 from application.ports import Clock
-from domain.calendars import READ_BACK, Calendar
+from domain.calendars import Calendar
 from domain.claims import jitter_offset
+from domain.read_back import READ_BACK
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 STATE_VERSION = 1

@@ -8,10 +8,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from domain.calendars import READ_BACK
 from domain.history import TaskVersion
+from domain.read_back import READ_BACK
 from domain.runs import Run
-from domain.tasks import STORED, HttpTarget, Notify, Task
+from domain.tasks import HttpTarget, Notify, Task
 from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
@@ -71,16 +71,16 @@ def _target(text: str) -> HttpTarget:
     # executors copy them), so tasks calling the same target may share its model. Many
     # tasks do, and a task claimed again reads the same text: the URL check and the JSON
     # parse are then done once.
-    # Checked when written (domain.tasks.STORED): the URL and header checks are not
+    # Checked when written (domain.read_back.READ_BACK): the URL and header checks are not
     # run again on the way back.
-    return HttpTarget.model_validate_json(text, context=STORED)
+    return HttpTarget.model_validate_json(text, context=READ_BACK)
 
 
 @lru_cache(maxsize=4096)
 def _notify(text: str) -> Notify:
     # A frozen value too, and most tasks of a deployment send their events to a few
     # places: a claim of tasks with `notify` then parses each distinct one once.
-    return Notify.model_validate_json(text, context=STORED)
+    return Notify.model_validate_json(text, context=READ_BACK)
 
 
 def to_task(row: dict[str, Any]) -> Task:

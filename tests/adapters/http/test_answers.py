@@ -8,8 +8,9 @@ import base64
 import gzip
 
 from adapters.http import HttpExecutor
+from domain.read_back import READ_BACK
 from domain.runs import RunStatus
-from domain.tasks import STORED, HttpTarget
+from domain.tasks import HttpTarget
 from tests.adapters.http.builders import call_once, http_task, make_run
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -33,7 +34,7 @@ async def test_a_stored_url_with_user_and_password_is_called_with_basic_auth(
     # and shown in the clear: a 422, tests/domain/test_task_targets.py); one stored
     # before that rule is still called as it was.
     url = recording_target.url("/").replace("http://", "http://reporter:s3cret@")
-    target = HttpTarget.model_validate({"url": url}, context=STORED)
+    target = HttpTarget.model_validate({"url": url}, context=READ_BACK)
     task = http_task(recording_target.url("/")).model_copy(update={"target": target})
 
     outcome = await executor.execute(task, make_run(task), None)

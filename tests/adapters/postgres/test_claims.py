@@ -198,7 +198,7 @@ async def test_a_stored_target_is_not_checked_again_when_claimed(
     postgres_backend: PostgresBackend,
 ) -> None:
     # Targets are checked when written (the API refuses a reserved header); read back,
-    # only pydantic's own types and bounds are checked (domain.tasks.STORED), so a task
+    # only pydantic's own types and bounds are checked (domain.read_back.READ_BACK), so a task
     # stored under older rules keeps firing.
     store = await postgres_backend.new_store()
     task = make_task(due=T0)
