@@ -20,13 +20,13 @@ import uvicorn
 from pydantic import ValidationError
 
 from adapters.ical import calendar_from_ics
-from adapters.postgres import initialize
 from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
 from domain.validation import FieldError, field_errors
 from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
 from entrypoints.container import Container, build_container
+from entrypoints.database_wait import StoppedWhileWaiting, driver_reason, initialize_when_reachable
 from entrypoints.gc_tuning import tune_garbage_collector
 from entrypoints.http.app import create_app
 from entrypoints.logs import configure_logging
@@ -111,16 +111,26 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
             app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
         )
         serving = uvicorn.Server(config), _listen(config)
-    async with running(container, engine=engine):
-        tune_garbage_collector()  # after start-up: what it built is frozen
-        if serving is not None and not stop.is_set():
-            server, listener = serving
-            # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
-            await server.serve(sockets=[listener])
-        else:
-            await stop.wait()
-        log.info("stopping: draining runs in flight")
+    try:
+        async with running(container, engine=engine, stopping=stop):
+            await _serve_until_stopped(serving, stop)
+    except StoppedWhileWaiting:
+        log.info("stopped before PostgreSQL could be reached: nothing was started")
+        return
     log.info("stopped")
+
+
+async def _serve_until_stopped(
+    serving: tuple[uvicorn.Server, socket.socket] | None, stop: asyncio.Event
+) -> None:
+    tune_garbage_collector()  # after start-up: what it built is frozen
+    if serving is not None and not stop.is_set():
+        server, listener = serving
+        # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
+        await server.serve(sockets=[listener])
+    else:
+        await stop.wait()
+    log.info("stopping: draining runs in flight")
 
 
 def _listen(config: uvicorn.Config) -> socket.socket:
@@ -148,7 +158,9 @@ def init_db(args: argparse.Namespace) -> int:
             "SCHEDULER_DATABASE_URL is not set: init-db needs the PostgreSQL URL "
             "(e.g. postgresql://user@host:5432/dbname)"
         )
-    statements = asyncio.run(initialize(settings.database_url, settings.db_schema))
+    statements = asyncio.run(
+        initialize_when_reachable(settings.database_url, settings.db_schema, settings.database_wait)
+    )
     if statements:
         print(f"schema {settings.db_schema}: {len(statements)} statements run")
     else:
@@ -392,14 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _reason(exc: BaseException) -> str:
-    """What the driver said of an unreachable database (no such database, role or
-    host, a refused connection), for the operator at the terminal: the API never shows
-    it. libpq's messages name the host, port, role and database, never a password."""
-    cause = exc.__cause__
-    if not isinstance(exc, StoreUnavailable) or cause is None or not str(cause).strip():
-        return ""
-    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    return ": " + " ".join(lines)
+    reason = driver_reason(exc)
+    return f": {reason}" if reason else ""
 
 
 if __name__ == "__main__":

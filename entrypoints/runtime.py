@@ -2,29 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-from adapters.postgres import initialize
 from entrypoints.container import Container
+from entrypoints.database_wait import initialize_when_reachable
 
 log = logging.getLogger("imbi_scheduler")
 
 
 @asynccontextmanager
-async def running(container: Container, *, engine: bool = True) -> AsyncIterator[None]:
+async def running(
+    container: Container, *, engine: bool = True, stopping: asyncio.Event | None = None
+) -> AsyncIterator[None]:
     """Hold the process's resources open: on PostgreSQL, open the pool and create or
     upgrade the schema; start the engine and the event sender when `engine`. On exit,
     stop the engine (it drains in-flight runs, manual runs included), then the event
     sender (its attempts in flight settle), then close the executor, the waker and the
-    pool, in that order."""
+    pool, in that order. A database not reachable yet is waited for up to
+    SCHEDULER_DATABASE_WAIT (StoppedWhileWaiting when `stopping` is set meanwhile)."""
     settings = container.settings()
     scheduler_engine = container.engine()  # fails here on a misconfigured engine
     async with AsyncExitStack() as stack:
         if settings.store_kind == "postgres":
             schema = settings.db_schema
-            ran = await initialize(settings.database_url or "", schema)
+            url, wait = settings.database_url or "", settings.database_wait
+            ran = await initialize_when_reachable(url, schema, wait, stopping)
             log.info("schema %s ready (%d statements run)", schema, len(ran))
             pool = container.pool()
             await pool.open(wait=True)

@@ -45,6 +45,13 @@ class Settings(BaseSettings):
         default=None, repr=False, description="PostgreSQL URL; unset means the in-memory store"
     )
     pool_size: int = Field(default=10, ge=1, le=1000, description="connections per process")
+    database_wait: float = Field(
+        default=30.0,
+        ge=0,
+        le=86_400,
+        description="seconds serve and init-db keep trying at start while PostgreSQL cannot "
+        "be reached (0: not at all)",
+    )
     db_schema: str = Field(
         default="scheduler",
         validation_alias="SCHEDULER_SCHEMA",

@@ -56,11 +56,19 @@ def clean_environ(extra: Mapping[str, str]) -> dict[str, str]:
 
 class LiveServer:
     """`imbi-scheduler serve` with `environ` (SCHEDULER_* variables), on 127.0.0.1 unless
-    SCHEDULER_HOST says otherwise; `prefix` goes before the command (`ip netns exec N`)."""
+    SCHEDULER_HOST says otherwise; `prefix` goes before the command (`ip netns exec N`).
+    As a context manager it waits until the server answers, unless `answering` is false
+    (a server started before its database does not answer yet)."""
 
     def __init__(
-        self, environ: Mapping[str, str], args: Sequence[str] = (), prefix: Sequence[str] = ()
+        self,
+        environ: Mapping[str, str],
+        args: Sequence[str] = (),
+        prefix: Sequence[str] = (),
+        *,
+        answering: bool = True,
     ) -> None:
+        self._answering = answering
         self.port = free_port()
         self.url = f"http://{environ.get('SCHEDULER_HOST', '127.0.0.1')}:{self.port}"
         self._environ = clean_environ({"SCHEDULER_PORT": str(self.port), **environ})
@@ -71,7 +79,8 @@ class LiveServer:
         )
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> LiveServer:
+    def start(self, *, answering: bool = True) -> LiveServer:
+        """Start the process and, when `answering`, wait until it answers /healthz."""
         self.process = subprocess.Popen(
             [*self._prefix, *cli_command(), "serve", *self._args],
             env=self._environ,
@@ -79,6 +88,8 @@ class LiveServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
+        if not answering:
+            return self
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -112,7 +123,7 @@ class LiveServer:
         return Path(self._log.name).read_text(errors="replace")
 
     def __enter__(self) -> LiveServer:
-        return self.start()
+        return self.start(answering=self._answering)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

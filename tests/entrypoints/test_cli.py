@@ -263,7 +263,11 @@ def test_init_db_needs_a_database_url(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_init_db_against_an_unreachable_server_exits_69() -> None:
-    result = run_cli("init-db", SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none")
+    result = run_cli(
+        "init-db",
+        SCHEDULER_DATABASE_URL="postgresql://nobody@127.0.0.1:1/none",
+        SCHEDULER_DATABASE_WAIT="0",  # test_database_wait.py has the wait
+    )
 
     assert result.returncode == 69, result.stderr
     assert "imbi-scheduler: error: the database is unavailable: " in result.stderr
@@ -297,7 +301,7 @@ def test_a_database_url_libpq_cannot_read_is_a_settings_error_naming_why_and_no_
 def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_url: str) -> None:
     missing = make_conninfo(database_url, dbname="no_such_scheduler_db", password="s3cret-pw")
 
-    result = run_cli("init-db", SCHEDULER_DATABASE_URL=missing)
+    result = run_cli("init-db", SCHEDULER_DATABASE_URL=missing, SCHEDULER_DATABASE_WAIT="0")
 
     assert result.returncode == 69, result.stderr
     assert 'database "no_such_scheduler_db" does not exist' in result.stderr

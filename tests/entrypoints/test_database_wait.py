@@ -1,0 +1,91 @@
+"""`serve` and `init-db` started before their database (docs/operations.md, "Starting before
+the database"): they keep trying for SCHEDULER_DATABASE_WAIT seconds, saying why each
+time, and start as soon as it answers."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from bench.soak_proxy import FaultyProxy
+from tests.entrypoints.live import LiveServer, run_cli
+from tests.fixtures.waiting import wait_for
+
+pytestmark = pytest.mark.postgres
+
+WAITING = "PostgreSQL cannot be reached yet"
+
+
+@pytest.fixture
+def closed_door(database_url: str) -> Iterator[tuple[FaultyProxy, str]]:
+    """A proxy to the test database that refuses connections until reopened, and the
+    URL that goes through it."""
+    upstream = conninfo_to_dict(database_url)
+    proxy = FaultyProxy(str(upstream.get("host") or "127.0.0.1"), int(upstream.get("port") or 5432))
+    proxy.start()
+    proxy.refuse()
+    try:
+        yield proxy, make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port))
+    finally:
+        proxy.stop()
+
+
+def ready(server: LiveServer) -> bool:
+    try:
+        return httpx.get(f"{server.url}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def test_serve_started_before_its_database_starts_once_it_answers(
+    closed_door: tuple[FaultyProxy, str], fresh_schema: str
+) -> None:
+    proxy, url = closed_door
+    environ = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_SCHEMA": fresh_schema}
+    with LiveServer(environ, answering=False) as server:
+        wait_for(lambda: WAITING in server.log(), what="a word that it waits")
+        assert "Connection refused" in server.log()  # why, in libpq's words
+
+        proxy.reopen()
+
+        wait_for(lambda: ready(server), what="/readyz to answer 200")
+        assert httpx.get(f"{server.url}/tasks", timeout=5).json()["items"] == []
+        assert server.stop() == 0
+    assert server.process is not None and server.process.returncode == 0
+
+
+def test_serve_stopped_while_it_waits_exits_cleanly_having_started_nothing(
+    closed_door: tuple[FaultyProxy, str], fresh_schema: str
+) -> None:
+    _, url = closed_door
+    environ = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_SCHEMA": fresh_schema}
+    with LiveServer(environ, answering=False) as server:
+        wait_for(lambda: WAITING in server.log(), what="a word that it waits")
+
+        assert server.stop(signal.SIGTERM) == 0
+        assert "stopped before PostgreSQL could be reached" in server.log()
+        assert "Traceback" not in server.log()
+
+
+def test_init_db_gives_up_when_the_wait_is_over_saying_why(
+    closed_door: tuple[FaultyProxy, str], fresh_schema: str
+) -> None:
+    _, url = closed_door
+
+    result = run_cli(
+        "init-db",
+        SCHEDULER_DATABASE_URL=url,
+        SCHEDULER_SCHEMA=fresh_schema,
+        SCHEDULER_DATABASE_WAIT="1",
+    )
+
+    assert result.returncode == 69, result.stderr
+    assert WAITING in result.stderr  # it did try again
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("imbi-scheduler: error: the database is unavailable: ")
+    assert "Connection refused" in last
+    assert "Traceback" not in result.stderr
