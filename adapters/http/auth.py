@@ -30,10 +30,11 @@ MAX_TOKEN_LIFETIME = 86_400.0
 
 
 class MissingSecret(Exception):
-    """The environment variable naming a secret is unset or empty."""
+    """The environment variable naming a secret is unset or empty, or holds what no
+    header may carry; the message never holds the value."""
 
-    def __init__(self, name: str, field: str) -> None:
-        super().__init__(f"environment variable {name} is not set (named by {field})")
+    def __init__(self, name: str, field: str, problem: str = "is not set") -> None:
+        super().__init__(f"environment variable {name} {problem} (named by {field})")
         self.name = name
         self.field = field
 
@@ -50,6 +51,24 @@ def read_secret(environ: Mapping[str, str], name: str, field: str) -> str:
     value = environ.get(name, "")
     if not value:
         raise MissingSecret(name, field)
+    return value
+
+
+# What HTTP strips around a field value (RFC 9110 5.5), and what no value may hold.
+_SURROUNDING = " \t\r\n"
+_NEVER_IN_A_HEADER = frozenset("\r\n\0")
+
+
+def read_header_secret(environ: Mapping[str, str], name: str, field: str) -> str:
+    """A secret sent as (part of) a header value: without the whitespace around it, as
+    HTTP reads a field value anyway, so the line break that ends a secret written to a
+    file (a Kubernetes Secret made from one) is not sent. One left inside fails the
+    call, naming the variable and never the value."""
+    value = read_secret(environ, name, field).strip(_SURROUNDING)
+    if not value:
+        raise MissingSecret(name, field, "holds only whitespace")
+    if not _NEVER_IN_A_HEADER.isdisjoint(value):
+        raise MissingSecret(name, field, "holds a line break or NUL, which no header may carry")
     return value
 
 
@@ -94,7 +113,7 @@ def credentials_for(
     ("target" or "notify"), for the error. Raises MissingSecret."""
     credentials = _auth_credentials(auth, environ, owner)
     for header, name in (headers_env or {}).items():
-        value = read_secret(environ, name, f"{owner}.headers_env.{header}")
+        value = read_header_secret(environ, name, f"{owner}.headers_env.{header}")
         credentials.headers[header] = value
         credentials.secrets.append(value)
     return credentials
@@ -102,7 +121,7 @@ def credentials_for(
 
 def _auth_credentials(auth: Auth, environ: Mapping[str, str], owner: str) -> Credentials:
     if isinstance(auth, BearerAuth):
-        token = read_secret(environ, auth.token_env, f"{owner}.auth.token_env")
+        token = read_header_secret(environ, auth.token_env, f"{owner}.auth.token_env")
         return Credentials(auth, [token], header=f"Bearer {token}")
     if isinstance(auth, BasicAuth):
         password = read_secret(environ, auth.password_env, f"{owner}.auth.password_env")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 from collections.abc import AsyncIterable, Iterable, Iterator
 from dataclasses import dataclass
@@ -92,17 +93,40 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every occurrence of each secret replaced by "***"."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
+    """`text` with every occurrence of each secret replaced by "***": as it is, and as
+    the usual escapes write it, since a target that echoes a request back writes it as
+    JSON (quotes, backslashes and non-ASCII escaped, `/` too by some) and a library's
+    error may quote it as Python's repr does."""
+    forms = {form for secret in secrets if secret for form in _written_forms(secret)}
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, "***")
     return text
+
+
+def _written_forms(secret: str) -> set[str]:
+    forms = set()
+    # A header's bytes read back as Latin-1, as HTTP/1.1 servers decode them: a
+    # non-ASCII secret sent as UTF-8 comes back as two characters for each of its own.
+    for text in {secret, secret.encode().decode("latin-1")}:
+        as_json = json.dumps(text)[1:-1]
+        as_unicode_json = json.dumps(text, ensure_ascii=False)[1:-1]
+        forms |= {
+            text,
+            as_json,
+            as_unicode_json,
+            as_json.replace("/", "\\/"),
+            as_unicode_json.replace("/", "\\/"),
+            repr(text)[1:-1],
+            repr(text.encode())[2:-1],
+        }
+    return {form for form in forms if form}
 
 
 def _window(limit: int, secrets: list[str]) -> int:
     """How much of a body to read: `limit` bytes and enough past it that a secret
     crossing the cut is still recognised."""
-    return limit + max((len(s.encode()) for s in secrets), default=0)
+    forms = (form for secret in secrets for form in _written_forms(secret))
+    return limit + max((len(form.encode()) for form in forms), default=0)
 
 
 async def read_excerpt(body: AsyncIterable[bytes], limit: int, secrets: Iterable[str]) -> str:

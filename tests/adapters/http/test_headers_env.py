@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 
 import pytest
 
@@ -97,6 +99,83 @@ async def test_values_echoed_by_the_target_are_scrubbed_from_the_excerpt(
     outcome = await executor.execute(task, make_run(task), None)
 
     assert outcome.response_excerpt == "bad key ***!"
+
+
+@pytest.mark.parametrize(
+    "echoed",
+    [
+        pytest.param(lambda key: json.dumps({"X-Api-Key": key}), id="json"),
+        pytest.param(lambda key: json.dumps({"k": key}).replace("/", "\\/"), id="json-slashes"),
+        pytest.param(lambda key: repr(key.encode()), id="python-bytes"),
+        pytest.param(lambda key: json.dumps({"k": key.encode().decode("latin-1")}), id="latin-1"),
+    ],
+)
+async def test_values_echoed_escaped_are_scrubbed_too(
+    make_executor: MakeExecutor,
+    recording_target: RecordingTarget,
+    echoed: Callable[[str], str],
+) -> None:
+    # A target echoing its request as JSON escapes quotes, backslashes, `/` (some) and
+    # non-ASCII; a secret read back as Latin-1 is two characters for each non-ASCII one.
+    key = 'p"w/sécret\\x'
+    recording_target.respond("/", Response(500, echoed(key).encode()))
+    executor = make_executor(environ={"KEY": key})
+    task = http_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.response_excerpt is not None
+    assert "***" in outcome.response_excerpt
+    assert "cret" not in outcome.response_excerpt
+
+
+async def test_the_line_break_that_ends_a_secret_file_is_not_sent(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    # A Kubernetes Secret made from a file keeps the file's last newline; HTTP strips
+    # the whitespace around a field value anyway, and no value may carry a line break.
+    executor = make_executor(environ={"KEY": f" {API_KEY}\r\n", "TOKEN": f"{API_KEY}\n"})
+    task = http_task(
+        recording_target.url("/"),
+        headers_env={"X-Api-Key": "KEY"},
+        auth={"type": "bearer", "token_env": "TOKEN"},
+    )
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    received = recording_target.received()[0]
+    assert received.header("X-Api-Key") == API_KEY
+    assert received.header("Authorization") == f"Bearer {API_KEY}"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (f"{API_KEY}\nX-Injected: 1", "holds a line break or NUL, which no header may carry"),
+        (" \n ", "holds only whitespace"),
+    ],
+)
+async def test_a_secret_no_header_can_carry_fails_the_run_naming_only_the_variable(
+    make_executor: MakeExecutor,
+    recording_target: RecordingTarget,
+    caplog: pytest.LogCaptureFixture,
+    value: str,
+    problem: str,
+) -> None:
+    executor = make_executor(environ={"KEY": value})
+    task = http_task(recording_target.url("/"), headers_env={"X-Api-Key": "KEY"})
+
+    with caplog.at_level(logging.DEBUG):
+        outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.attempts == 0
+    assert outcome.error == (
+        f"environment variable KEY {problem} (named by target.headers_env.X-Api-Key)"
+    )
+    assert recording_target.received() == []
+    assert API_KEY not in caplog.text
 
 
 async def test_a_dry_run_shows_stars_and_reads_no_variable(executor: HttpExecutor) -> None:
