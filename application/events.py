@@ -32,6 +32,7 @@ from application.bounds import check_limit
 from application.event_flight import Flight
 from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
 from application.ports import Clock, EventPageKey, EventStore
+from domain.errors import StoreUnavailable
 from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
 
 log = logging.getLogger("scheduler.events")
@@ -213,6 +214,9 @@ class EventSender:
             limit = min(self._claim_size(), room)
             claimed = await self._claim(limit)
             await self._housekeeping()
+        except StoreUnavailable as exc:  # an outage: expected, said in one line
+            log.warning("event sender: store unavailable; retrying", extra={"error": repr(exc)})
+            return settings.poll_interval
         except Exception:
             log.exception("event sender: a store call failed; retrying")
             return settings.poll_interval

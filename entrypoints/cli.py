@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from adapters.ical import calendar_from_ics
 from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
+from domain.tasks import HttpTarget
 from domain.validation import FieldError, field_errors
 from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
@@ -93,8 +94,21 @@ def serve(args: argparse.Namespace) -> int:
         settings.check_exposure()
     container = build_container(settings)
     container.engine()  # a misconfigured engine fails here, before anything starts
+    check_events_url(container, settings)
     asyncio.run(_serve(container, settings, api=not args.no_api, engine=not args.no_engine))
     return 0
+
+
+def check_events_url(container: Container, settings: Settings) -> None:
+    """SCHEDULER_EVENTS_URL through the outbound guard, as a task's `notify.url` is when
+    written: one the guard denies would leave every event pending until it expired."""
+    if settings.events_url is None:
+        return
+    try:
+        container.executor().check(HttpTarget(url=settings.events_url))
+    except InvalidRequest as exc:
+        reason = "; ".join(error.message for error in exc.errors)
+        raise ConfigurationError(f"invalid settings: SCHEDULER_EVENTS_URL: {reason}") from None
 
 
 async def _serve(container: Container, settings: Settings, *, api: bool, engine: bool) -> None:

@@ -4,7 +4,8 @@ server's API, so they work against any replica and need no access to its databas
 The server is `--url` (or SCHEDULER_URL, default http://127.0.0.1:8005) and the bearer
 token `--token` (or SCHEDULER_TOKEN; none by default). Exit codes are the other
 commands' (docs/operations.md, "Exit codes"): 65 for what the API refused as bad input
-(400, 404, 422), 69 when the server cannot be reached or fails (5xx), 77 when the token
+(400, 404, 422), 69 when the server cannot be reached, fails (5xx) or asks to come back
+later (429, too many unknown tokens from this address), 77 when the token
 is missing or not allowed (401, 403). An empty TASK or a `--url` that is not
 `http(s)://host` is a usage error (2), and a bad SCHEDULER_URL bad configuration (78):
 neither reaches a server.
@@ -29,7 +30,7 @@ TIMEOUT = 30.0
 
 
 class ServerUnavailable(SchedulerError):
-    """The server could not be reached, or answered with a 5xx."""
+    """The server could not be reached, answered with a 5xx, or asked to wait (429)."""
 
 
 class AccessDenied(SchedulerError):
@@ -166,6 +167,10 @@ def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> A
         raise AccessDenied(f"{response.status_code}: {detail}")
     if response.status_code >= 500:
         raise ServerUnavailable(f"{url} answered {response.status_code}: {detail}")
+    if response.status_code == 429:  # this address is refused for a while: try later
+        wait = response.headers.get("Retry-After")
+        later = f" (try again in {wait} s)" if wait else ""
+        raise ServerUnavailable(f"{url} answered 429: {detail}{later}")
     errors = problem.get("errors") or []
     if errors:
         raise InvalidRequest.of([FieldError(_option(e["field"]), e["message"]) for e in errors])

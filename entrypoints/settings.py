@@ -22,7 +22,22 @@ READ_ONLY_SUFFIX = ":read"
 # A token's label (`label=token`), the actor that task history records.
 _LABEL = re.compile(r"^[A-Za-z0-9._@-]{1,100}$")
 # Settings whose value must never be echoed back in an error message.
-_SECRET_FIELDS = frozenset({"database_url", "api_tokens", "signing_secret"})
+# The events URL may hold a password (refused, but not to be echoed while refusing it).
+_SECRET_FIELDS = frozenset({"database_url", "api_tokens", "signing_secret", "events_url"})
+
+
+# A host name as the outbound guard compares them (letters, digits, '-', '_', dots).
+_HOST = re.compile(
+    r"^(?=.{1,253}\.?$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?$"
+)
+
+
+def _is_address(item: str) -> bool:
+    try:
+        ipaddress.ip_address(item.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 class ConfigurationError(Exception):
@@ -71,7 +86,7 @@ class Settings(BaseSettings):
         description="seconds after which a transaction left open by a stopped replica is "
         "ended (0: never)",
     )
-    run_retention_days: float = Field(default=30, gt=0)
+    run_retention_days: float = Field(default=30, gt=0, le=36_500, description="at most 100 years")
     api_tokens: str = Field(default="", repr=False)
     signing_secret: str = Field(
         default="",
@@ -126,9 +141,11 @@ class Settings(BaseSettings):
             raise ValueError("must be a postgresql:// URL or a libpq connection string")
         if value is not None:
             try:  # libpq's own parse: an unknown parameter is named here, not at connect
-                conninfo_to_dict(value)
+                params = conninfo_to_dict(value)
             except psycopg.ProgrammingError as exc:
-                raise ValueError(f"is not a connection string libpq reads: {exc}") from None
+                reason = without_password(str(exc), value)
+                raise ValueError(f"is not a connection string libpq reads: {reason}") from None
+            _check_connection_values(params)
         return value
 
     @field_validator("events_url")
@@ -159,6 +176,8 @@ class Settings(BaseSettings):
                     ipaddress.ip_network(item, strict=False)
                 except ValueError:
                     raise ValueError(f"{item!r} is not a CIDR network") from None
+            elif not _HOST.match(item) and not _is_address(item):
+                raise ValueError(f"{item!r} is neither a host name, an address nor a network")
         return value
 
     @property
@@ -224,6 +243,14 @@ def parse_grants(value: str) -> dict[str, Grant]:
         name, sep, rest = item.partition("=")
         if sep and rest and not rest.startswith("=") and _LABEL.match(name):
             label, item = name, rest
+        elif sep and not rest and _LABEL.match(name):
+            # `ops=${OPS_TOKEN}` with the variable unset: read whole, "ops=" would be a
+            # token anyone could guess.
+            raise ValueError(
+                "a token is empty after its label (is the variable in 'label=$TOKEN' "
+                "unset?); a token that itself ends in one '=' is written after a label, "
+                "'name=token'"
+            )
         if not item or any(ch.isspace() for ch in item):
             raise ValueError("each token must be non-empty and contain no spaces")
         known = grants.get(item)
@@ -233,6 +260,50 @@ def parse_grants(value: str) -> dict[str, Grant]:
             raise ValueError("a token is listed under two labels")
         grants[item] = Grant(access, label)
     return grants
+
+
+# libpq parses these values only when it connects: a typo would pass for an outage.
+_INTEGER_PARAMETERS = (
+    "port",
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+_SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+def _check_connection_values(params: dict[str, Any]) -> None:
+    for name in _INTEGER_PARAMETERS:
+        given = params.get(name)
+        # A port per host, comma-separated, when the URL names several hosts.
+        parts = [] if given is None else str(given).split(",") if name == "port" else [given]
+        for part in parts:
+            if str(part).strip() and not str(part).strip().isdigit():
+                raise ValueError(f"{name} must be a whole number of at least 0 (got {part!r})")
+    sslmode = params.get("sslmode")
+    if sslmode is not None and sslmode not in _SSL_MODES:
+        raise ValueError(f"sslmode must be one of {', '.join(_SSL_MODES)} (got {sslmode!r})")
+
+
+def without_password(message: str, conninfo: str) -> str:
+    """libpq's `message` about `conninfo` with the password it holds (as a URL's user
+    info, a `password=` keyword or query parameter) and any quoted piece of it starred:
+    a password with a stray `%` is quoted whole by "invalid percent-encoded token"."""
+    secrets = [
+        *(m.group(1) for m in re.finditer(r"^[A-Za-z]+://[^:/?#@]*:([^/?#]*)@", conninfo)),
+        *(m.group(1) for m in re.finditer(r"[?&]password=([^&#]*)", conninfo)),
+        *(m.group(1).strip("'") for m in re.finditer(r"password\s*=\s*('[^']*'?|\S+)", conninfo)),
+    ]
+    secrets = [secret for secret in secrets if secret]
+    for quoted in re.findall(r'"([^"]+)"', message):
+        if any(quoted in secret for secret in secrets):
+            message = message.replace(f'"{quoted}"', '"***"')
+    for secret in sorted(secrets, key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message
 
 
 def parse_tokens(value: str) -> dict[str, Access]:

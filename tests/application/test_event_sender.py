@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
@@ -18,6 +18,7 @@ from adapters.http import HttpExecutor, HttpExecutorSettings
 from adapters.http.signing import Signer, parse_signing_secrets
 from adapters.memory.outbox import MemoryOutbox
 from application.events import EventSender, SenderSettings
+from domain.errors import StoreUnavailable
 from domain.events import Destination, EventStatus, TaskRef, new_event
 from domain.tasks import EventType
 from tests.fixtures.target import RecordingTarget, Response
@@ -194,3 +195,34 @@ async def test_a_busy_engine_has_events_wait_at_most_the_busy_interval(
     finally:
         await sender.stop()
     assert len(recording_target.received("/events")) == 2
+
+
+async def test_an_unreachable_store_is_one_warning_line_and_a_retry(
+    clock: FakeClock,
+    executor: HttpExecutor,
+    recording_target: RecordingTarget,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A database outage is expected: said as the engine says it, no traceback per poll.
+    outbox = outbox_with(clock, recording_target.url("/events"))
+
+    async def unreachable(*args: object, **kwargs: object) -> object:
+        raise StoreUnavailable("the database is unavailable")
+
+    outbox.claim_events = unreachable  # type: ignore[method-assign,assignment]
+    sender = EventSender(outbox, executor, clock, settings=SenderSettings(poll_interval=0.01))
+
+    await sender.start()
+    await eventually(_async(lambda: "store unavailable; retrying" in caplog.text), "the warning")
+    await sender.stop()
+
+    records = [r for r in caplog.records if r.name == "scheduler.events"]
+    assert records and all(r.levelname == "WARNING" for r in records)
+    assert all(r.exc_info is None for r in records)
+
+
+def _async(probe: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+    async def probed() -> bool:
+        return probe()
+
+    return probed

@@ -420,3 +420,18 @@ def test_preview_rejects_a_bad_policy_or_calendar_file(
     code = main(["preview", "0 9 * * *", *args])
     assert code == 65
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "url", ["http://169.254.169.254/latest/", "http://127.0.0.1:9/events"], ids=["metadata", "deny"]
+)
+def test_an_events_url_the_outbound_guard_denies_stops_serve_at_start(url: str) -> None:
+    # Accepted, every event would wait in the outbox until it expired: a notify.url
+    # the guard denies is a 422 when written, and this is its setting's twin.
+    result = run_cli(
+        "serve", SCHEDULER_EVENTS_URL=url, SCHEDULER_TARGET_DENY="127.0.0.0/8", SCHEDULER_PORT="0"
+    )
+
+    assert result.returncode == 78, result.stderr
+    assert "invalid settings: SCHEDULER_EVENTS_URL: outbound guard denied" in result.stderr
+    assert "Traceback" not in result.stderr

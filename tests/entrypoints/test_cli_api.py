@@ -169,3 +169,18 @@ def test_a_scheduler_url_that_is_not_http_is_bad_configuration(
 
     assert main(["explain", "daily-export"]) == 78
     assert "SCHEDULER_URL" in capsys.readouterr().err
+
+
+def test_an_address_refused_for_unknown_tokens_is_told_to_come_back_later() -> None:
+    # 429 is no bad input (65): the right token is refused for a while from this
+    # address, so it is "unavailable, try later" (69), saying when.
+    environ = {"SCHEDULER_API_TOKENS": ADMIN, "SCHEDULER_AUTH_FAILURE_LIMIT": "1"}
+    with LiveServer(environ) as live:
+        for guess in ("guess-1", "guess-2"):
+            httpx.get(f"{live.url}/tasks", headers={"Authorization": f"Bearer {guess}"})
+
+        refused = run_cli("explain", "daily-export", "--url", live.url, "--token", ADMIN)
+
+    assert refused.returncode == 69, refused.stderr
+    assert "answered 429" in refused.stderr
+    assert "try again in" in refused.stderr

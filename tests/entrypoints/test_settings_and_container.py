@@ -60,6 +60,13 @@ def test_variables_are_read_with_the_scheduler_prefix(monkeypatch: pytest.Monkey
         ("SCHEDULER_TARGET_ALLOW", "10.0.0.0/33"),
         ("SCHEDULER_DATABASE_URL", "mysql://db/scheduler"),
         ("SCHEDULER_API_TOKENS", "same,same:read"),
+        ("SCHEDULER_TARGET_ALLOW", "not a host"),
+        ("SCHEDULER_TARGET_DENY", "metadata..internal"),
+        ("SCHEDULER_RUN_RETENTION_DAYS", "1e9"),
+        ("SCHEDULER_RUN_RETENTION_DAYS", "inf"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://db/scheduler?connect_timeout=abc"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://db:abc/scheduler"),
+        ("SCHEDULER_DATABASE_URL", "host=db sslmode=bogus"),
     ],
 )
 def test_a_bad_variable_is_named(
@@ -125,3 +132,41 @@ def test_engine_settings_come_from_the_settings() -> None:
     assert isinstance(engine, TriggerLoop)
     assert (engine.settings.batch_size, engine.settings.drain_timeout) == (7, 3)
     assert engine.settings.replica == "r1"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "secret"),
+    [
+        ("SCHEDULER_EVENTS_URL", "http://u:EVURLSECRET@events.test/", "EVURLSECRET"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://app:PG%ZZSECRETPW@db/jobs", "ZZSECRETPW"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://db/jobs?password=A%ZZSECRET", "ZZSECRET"),
+    ],
+)
+def test_a_bad_variable_holding_a_secret_is_named_without_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, secret: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+
+    with pytest.raises(ConfigurationError, match=variable) as refused:
+        load_settings()
+
+    assert secret not in str(refused.value)
+
+
+@pytest.mark.parametrize("tokens", ["ops=", "ops=:read", "admin,ops="])
+def test_a_label_whose_token_came_out_empty_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tokens: str
+) -> None:
+    # `ops=${OPS_TOKEN}` with the variable unset must not make "ops=" a token.
+    monkeypatch.setenv("SCHEDULER_API_TOKENS", tokens)
+
+    with pytest.raises(ConfigurationError, match="a token is empty after its label"):
+        load_settings()
+
+
+def test_a_token_ending_in_one_equals_sign_is_written_after_a_label(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SCHEDULER_API_TOKENS", "ci=YWJjZGVmZ2g=")
+
+    assert load_settings().tokens == {"YWJjZGVmZ2g=": Access.WRITE}
