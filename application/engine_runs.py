@@ -136,7 +136,9 @@ class RunRunner:
             recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
-            if log.isEnabledFor(logging.INFO):
+            # A failed run is a warning: SCHEDULER_LOG_LEVEL=WARNING keeps the failures.
+            level = logging.INFO if final.status is RunStatus.SUCCEEDED else logging.WARNING
+            if log.isEnabledFor(level):
                 fields = run_fields(final, lateness)
                 fields["duration"] = round(duration, 6)
                 fields["attempts"] = final.attempts
@@ -145,7 +147,7 @@ class RunRunner:
                 fields["recorded"] = recorded is not None
                 # Not recorded (the recorder said why): the call's result, not the run's.
                 message = "run %s" if recorded is not None else "call %s; outcome not recorded"
-                log.info(message, final.status.value, extra=fields)
+                log.log(level, message, final.status.value, extra=fields)
             self._observer.run_finished(final, duration)
         finally:
             self._tasks.pop(run.id, None)

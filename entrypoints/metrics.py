@@ -98,7 +98,8 @@ class PrometheusObserver:
 
     def run_finished(self, run: Run, duration_seconds: float) -> None:
         self._runs.labels(status=run.status.value).inc()
-        if run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED):
+        called = run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+        if called and run.attempts > 0:  # not a run failed before its call (a secret unset)
             self._run_duration.observe(duration_seconds)
 
     def store_error(self, exc: BaseException) -> None:

@@ -17,6 +17,7 @@ from domain.runs import RunStatus
 from domain.triggers import CronTrigger, IntervalTrigger
 from tests.application.engine_support import (
     T0,
+    BrokenExecutor,
     GatedExecutor,
     RecordingObserver,
     finished_runs,
@@ -78,6 +79,26 @@ async def test_each_run_is_logged_with_its_fields(
     assert fields["duration"] >= 0
     assert fields["recorded"] is True
     assert line.getMessage() == "run succeeded"
+    assert line.levelno == logging.INFO
+
+
+async def test_a_failed_run_is_logged_as_a_warning(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # So that SCHEDULER_LOG_LEVEL=WARNING keeps every run that did not succeed.
+    caplog.set_level(logging.WARNING, logger="scheduler.engine")
+    task = await store.create_task(make_task())
+    engine = TriggerLoop(store, store.new_waker(), BrokenExecutor(clock), clock, settings())
+    engines.append(engine)
+    await engine.start()
+    [run] = await eventually(lambda: finished_runs(store, task), "the run")
+
+    [line] = [r for r in caplog.records if r.getMessage() == "run failed"]
+    assert getattr(line, "run_id", None) == str(run.id)
+    assert line.levelno == logging.WARNING
 
 
 async def test_an_outcome_that_could_not_be_recorded_is_not_logged_as_the_runs(
