@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import socket
 import sys
@@ -92,6 +93,13 @@ def serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, settings.log_format)
     if not args.no_api:
         settings.check_exposure()
+        if not settings.tokens and not settings.listens_on_loopback:
+            log.warning(
+                "listening on %s with no API token (SCHEDULER_ALLOW_ANONYMOUS=true): anyone "
+                "who reaches it may create tasks that call any address the outbound guard "
+                "allows",
+                settings.host,
+            )
     container = build_container(settings)
     container.engine()  # a misconfigured engine fails here, before anything starts
     check_events_url(container, settings)
@@ -140,6 +148,8 @@ async def _serve_until_stopped(
     tune_garbage_collector()  # after start-up: what it built is frozen
     if serving is not None and not stop.is_set():
         server, listener = serving
+        host, port = listener.getsockname()[:2]
+        log.info("API listening on http://%s:%d", f"[{host}]" if ":" in host else host, port)
         # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
         await server.serve(sockets=[listener])
     else:
@@ -147,12 +157,29 @@ async def _serve_until_stopped(
     log.info("stopping: draining runs in flight")
 
 
+class _Without(logging.Filter):
+    """Drops the records whose message starts with `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self._prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self._prefix)
+
+
 def _listen(config: uvicorn.Config) -> socket.socket:
-    """Bind the API's socket before anything starts, so a taken port fails at once."""
+    """Bind the API's socket before anything starts, so a taken port fails at once.
+    uvicorn would say "running on" as it binds, before the schema is ready or the
+    database even reached: that line is said once the API serves."""
+    quiet = _Without("Uvicorn running on")
+    logging.getLogger("uvicorn.error").addFilter(quiet)
     try:
         bound = config.bind_socket()
     except SystemExit:  # uvicorn has logged why
         raise ListenError(f"could not listen on {config.host}:{config.port}") from None
+    finally:
+        logging.getLogger("uvicorn.error").removeFilter(quiet)
     # uvicorn creates the socket with protocol 0, and every accepted socket inherits it.
     # asyncio sets TCP_NODELAY only on sockets whose protocol says IPPROTO_TCP, so the
     # connections kept Nagle's algorithm: each answer's last small write waited for the

@@ -45,7 +45,9 @@ def explain(args: argparse.Namespace) -> int:
     params = {} if args.at is None else {"at": _instant(args.at, "--at")}
     answer = _call(args, "GET", f"/tasks/{quote(args.task, safe='')}/explain", params=params)
     occurrence = answer.get("occurrence") or "none"
-    print(f"{answer['verdict']}: occurrence {occurrence} (task version {answer['task_version']})")
+    version = answer["task_version"]
+    when = "the task did not exist yet" if version is None else f"task version {version}"
+    print(f"{answer['verdict']}: occurrence {occurrence} ({when})")
     print(answer["detail"])
     for run in answer.get("runs", []):
         print(_run_line(run))

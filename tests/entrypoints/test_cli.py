@@ -18,7 +18,7 @@ from entrypoints import container as container_module
 from entrypoints.cli import EXIT_CODES, main
 from entrypoints.settings import ConfigurationError
 from tests.adapters.apscheduler.support import require_apscheduler
-from tests.entrypoints.live import ROOT, clean_environ, cli_command, run_cli
+from tests.entrypoints.live import ROOT, LiveServer, clean_environ, cli_command, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -175,6 +175,14 @@ def test_serve_refuses_a_public_listener_without_tokens() -> None:
     assert result.returncode == 78
     assert "SCHEDULER_API_TOKENS" in result.stderr
     assert "SCHEDULER_ALLOW_ANONYMOUS" in result.stderr
+
+
+def test_a_public_listener_allowed_without_tokens_says_so_at_start() -> None:
+    environ = {"SCHEDULER_HOST": "0.0.0.0", "SCHEDULER_ALLOW_ANONYMOUS": "true"}
+    with LiveServer(environ) as server:
+        log = server.log()
+
+    assert "listening on 0.0.0.0 with no API token" in log
 
 
 def test_a_port_in_use_exits_71_before_anything_starts() -> None:

@@ -49,10 +49,12 @@ def test_serve_started_before_its_database_starts_once_it_answers(
     with LiveServer(environ, answering=False) as server:
         wait_for(lambda: WAITING in server.log(), what="a word that it waits")
         assert "Connection refused" in server.log()  # why, in libpq's words
+        assert "Uvicorn running" not in server.log() and "listening" not in server.log()
 
         proxy.reopen()
 
         wait_for(lambda: ready(server), what="/readyz to answer 200")
+        assert f"API listening on {server.url}" in server.log()
         assert httpx.get(f"{server.url}/tasks", timeout=5).json()["items"] == []
         assert server.stop() == 0
     assert server.process is not None and server.process.returncode == 0
