@@ -120,12 +120,9 @@ def check_events_url(container: Container, settings: Settings) -> None:
 
 
 async def _serve(container: Container, settings: Settings, *, api: bool, engine: bool) -> None:
-    """Run until SIGTERM or SIGINT, then stop: the API stops taking requests and finishes
+    """Run until SIGTERM, SIGINT or SIGHUP, then stop: the API stops taking requests and finishes
     those in flight, the engine drains (up to SCHEDULER_DRAIN_TIMEOUT), pools close."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     serving: tuple[uvicorn.Server, socket.socket] | None = None
     if api:
         app = create_app(container, run_engine=engine, manage_runtime=False)
@@ -133,6 +130,17 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
             app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
         )
         serving = uvicorn.Server(config), _listen(config)
+
+    def stop_serving() -> None:
+        stop.set()
+        if serving is not None:  # uvicorn watches its own flag while it serves
+            serving[0].should_exit = True
+
+    loop = asyncio.get_running_loop()
+    # SIGHUP too (a closed terminal, a supervisor): there is nothing to reload, and
+    # killed outright the process would leave its runs to the lost-run sweep.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, stop_serving)
     try:
         async with running(container, engine=engine, stopping=stop):
             await _serve_until_stopped(serving, stop)

@@ -344,9 +344,11 @@ def unresolved_refs(document: dict[str, Any]) -> set[str]:
     return {ref for ref in refs if ref.removeprefix("#/components/schemas/") not in names}
 
 
-async def test_sigterm_drains_runs_in_flight_and_exits_cleanly(
-    store_environ: dict[str, str], recording_target: RecordingTarget
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+async def test_a_stop_signal_drains_runs_in_flight_and_exits_cleanly(
+    store_environ: dict[str, str], recording_target: RecordingTarget, stop_signal: signal.Signals
 ) -> None:
+    # SIGHUP as SIGTERM: a closed terminal or a supervisor must not kill runs outright.
     recording_target.respond("/slow", Response(delay=1.5))
     with LiveServer({**store_environ, **LONG_POLL}) as server:
         async with AsyncClient(base_url=server.url, timeout=10) as api:
@@ -355,7 +357,7 @@ async def test_sigterm_drains_runs_in_flight_and_exits_cleanly(
             task = await create(api, {"name": "slow", "trigger": interval, "target": slow})
             await eventually(lambda: _received(recording_target, "/slow"))
 
-        assert server.stop(signal.SIGTERM) == 0, server.log()
+        assert server.stop(stop_signal) == 0, server.log()
 
         assert "stopped" in server.log()
     if store_environ:  # PostgreSQL keeps the run: it finished before the process did
