@@ -123,18 +123,17 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
     """Run until SIGTERM, SIGINT or SIGHUP, then stop: the API stops taking requests and finishes
     those in flight, the engine drains (up to SCHEDULER_DRAIN_TIMEOUT), pools close."""
     stop = asyncio.Event()
-    serving: tuple[uvicorn.Server, socket.socket] | None = None
-    if api:
-        app = create_app(container, run_engine=engine, manage_runtime=False)
-        config = uvicorn.Config(
-            app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
-        )
-        serving = uvicorn.Server(config), _listen(config)
+    # Without the API (`--no-api`) the probes and metrics are served all the same: an
+    # engine-only replica is the one whose lateness and runs are worth watching.
+    app = create_app(container, run_engine=engine, manage_runtime=False, operations_only=not api)
+    config = uvicorn.Config(
+        app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
+    )
+    server, listener = uvicorn.Server(config), _listen(config)
 
     def stop_serving() -> None:
         stop.set()
-        if serving is not None:  # uvicorn watches its own flag while it serves
-            serving[0].should_exit = True
+        server.should_exit = True  # what uvicorn watches while it serves
 
     loop = asyncio.get_running_loop()
     # SIGHUP too (a closed terminal, a supervisor): there is nothing to reload, and
@@ -143,7 +142,8 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
         loop.add_signal_handler(signum, stop_serving)
     try:
         async with running(container, engine=engine, stopping=stop):
-            await _serve_until_stopped(serving, stop)
+            served = "API" if api else "/healthz, /readyz and /metrics"
+            await _serve_until_stopped(server, listener, stop, served)
     except StoppedWhileWaiting:
         log.info("stopped before PostgreSQL could be reached: nothing was started")
         return
@@ -151,17 +151,15 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
 
 
 async def _serve_until_stopped(
-    serving: tuple[uvicorn.Server, socket.socket] | None, stop: asyncio.Event
+    server: uvicorn.Server, listener: socket.socket, stop: asyncio.Event, served: str
 ) -> None:
     tune_garbage_collector()  # after start-up: what it built is frozen
-    if serving is not None and not stop.is_set():
-        server, listener = serving
+    if not stop.is_set():
         host, port = listener.getsockname()[:2]
-        log.info("API listening on http://%s:%d", f"[{host}]" if ":" in host else host, port)
+        shown_host = f"[{host}]" if ":" in host else host
+        log.info("%s listening on http://%s:%d", served, shown_host, port)
         # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
         await server.serve(sockets=[listener])
-    else:
-        await stop.wait()
     log.info("stopping: draining runs in flight")
 
 
@@ -374,7 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, help="listen on this port (overrides SCHEDULER_PORT)")
     role = run.add_mutually_exclusive_group()
     role.add_argument("--no-engine", action="store_true", help="serve the API only")
-    role.add_argument("--no-api", action="store_true", help="run the engine only, no listener")
+    role.add_argument(
+        "--no-api",
+        action="store_true",
+        help="run the engine only: no API or console, only /healthz, /readyz and /metrics",
+    )
     run.set_defaults(command=serve, parser=run)
 
     init = commands.add_parser(

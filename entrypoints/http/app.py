@@ -40,7 +40,11 @@ MAX_BODY_BYTES = 1024 * 1024
 
 
 def create_app(
-    container: Container | None = None, *, run_engine: bool = True, manage_runtime: bool = True
+    container: Container | None = None,
+    *,
+    run_engine: bool = True,
+    manage_runtime: bool = True,
+    operations_only: bool = False,
 ) -> Litestar:
     """The HTTP API on `container` (from the environment when None).
 
@@ -48,7 +52,8 @@ def create_app(
     (`entrypoints.runtime.running`) and, when `run_engine`, the engine, which then fires
     tasks in this process. Without it the caller holds them (`imbi-scheduler serve` does,
     so that shutdown drains the engine after the server stopped); `run_engine` then only
-    says whether /readyz checks the engine.
+    says whether /readyz checks the engine. `operations_only` serves /healthz, /readyz
+    and /metrics alone (`serve --no-api`): no API, console or OpenAPI document.
     """
     if container is None:
         container = build_container()
@@ -93,8 +98,9 @@ def create_app(
         guards=[bearer_guard(settings.grants, limiter), nul_guard, known_query],
         security=SECURITY,
     )
+    routes = [api, console_router(settings.grants, limiter)] if not operations_only else []
     return Litestar(
-        route_handlers=[api, console_router(settings.grants, limiter), *HEALTH_HANDLERS],
+        route_handlers=[*routes, *HEALTH_HANDLERS],
         dependencies={
             "scheduling": Provide(scheduling, sync_to_thread=False),
             "sync": Provide(sync, sync_to_thread=False),
@@ -107,7 +113,7 @@ def create_app(
         exception_handlers={**EXCEPTION_HANDLERS, **UNROUTED_HANDLERS},
         before_request=answer_options,
         lifespan=[lifespan] if manage_runtime else [],
-        openapi_config=openapi_config(),
+        openapi_config=None if operations_only else openapi_config(),
         state=State({"observer": container.observer()}),
         request_max_body_size=MAX_BODY_BYTES,
         logging_config=None,

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import IO
 
+import httpx
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
@@ -18,7 +19,14 @@ from entrypoints import container as container_module
 from entrypoints.cli import EXIT_CODES, main
 from entrypoints.settings import ConfigurationError
 from tests.adapters.apscheduler.support import require_apscheduler
-from tests.entrypoints.live import ROOT, LiveServer, clean_environ, cli_command, run_cli
+from tests.entrypoints.live import (
+    ROOT,
+    LiveServer,
+    clean_environ,
+    cli_command,
+    free_port,
+    run_cli,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -225,7 +233,7 @@ def test_the_apscheduler_engine_is_one_setting_away() -> None:
     require_apscheduler()  # skips outside CI only
     with subprocess.Popen(
         [*cli_command(), "serve", "--no-api"],
-        env=clean_environ({"SCHEDULER_ENGINE": "apscheduler"}),
+        env=clean_environ({"SCHEDULER_ENGINE": "apscheduler", "SCHEDULER_PORT": str(free_port())}),
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
@@ -242,7 +250,7 @@ def test_the_apscheduler_engine_is_one_setting_away() -> None:
 def test_serve_without_a_database_warns_that_nothing_persists() -> None:
     with subprocess.Popen(
         [*cli_command(), "serve", "--no-api"],
-        env=clean_environ({}),
+        env=clean_environ({"SCHEDULER_PORT": str(free_port())}),
         cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
@@ -443,3 +451,20 @@ def test_an_events_url_the_outbound_guard_denies_stops_serve_at_start(url: str) 
     assert result.returncode == 78, result.stderr
     assert "invalid settings: SCHEDULER_EVENTS_URL: outbound guard denied" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_engine_only_replica_serves_its_probes_and_metrics_and_nothing_else() -> None:
+    # Its lateness and runs are the metrics worth scraping; a probe needs somewhere to go.
+    with LiveServer({}, args=["--no-api"]) as server:
+        ready = httpx.get(f"{server.url}/readyz")
+        metrics = httpx.get(f"{server.url}/metrics")
+        tasks = httpx.get(f"{server.url}/tasks")
+        console = httpx.get(f"{server.url}/ui/")
+        schema = httpx.get(f"{server.url}/schema/openapi.json")
+        log = server.log()
+
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"store": "ok", "engine": "ok"}
+    assert "scheduler_runs_total" in metrics.text
+    assert (tasks.status_code, console.status_code, schema.status_code) == (404, 404, 404)
+    assert f"/healthz, /readyz and /metrics listening on {server.url}" in log
