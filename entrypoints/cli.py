@@ -88,7 +88,8 @@ def exit_code(exc: BaseException) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    overrides = {name: getattr(args, name) for name in ("host", "port") if getattr(args, name)}
+    # `--port 0` (any free port) is an override too.
+    overrides = {n: getattr(args, n) for n in ("host", "port") if getattr(args, n) is not None}
     settings = load_settings(**overrides)
     configure_logging(settings.log_level, settings.log_format)
     if not args.no_api:
