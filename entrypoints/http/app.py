@@ -21,7 +21,7 @@ from entrypoints.http.console import console_router
 from entrypoints.http.console.errors import UNROUTED_HANDLERS
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.events import EventController
-from entrypoints.http.health import HEALTH_HANDLERS, Readiness
+from entrypoints.http.health import HEALTH_HANDLERS, Readiness, StorePing
 from entrypoints.http.methods import answer_options
 from entrypoints.http.nul import nul_guard
 from entrypoints.http.preview import TriggerController
@@ -74,8 +74,10 @@ def create_app(
     def calendars() -> CalendarService:
         return container.calendars()
 
+    ping = StorePing(container.task_store())
+
     def readiness() -> Readiness:
-        return Readiness(container.task_store(), container.engine() if run_engine else None)
+        return Readiness(ping, container.engine() if run_engine else None)
 
     def observer() -> PrometheusObserver:
         return container.observer()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from uuid import UUID
 
@@ -95,3 +97,39 @@ async def test_readiness_fails_when_the_engine_is_not_running() -> None:
 
 async def _status(client: Client, path: str, status: int) -> bool:
     return (await client.get(path)).status_code == status
+
+
+class SilentStore(InMemoryTaskStore):
+    """A store whose ping gets no answer until `answer` is set (a database gone silent
+    with its connections open), counting the pings."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.answer = asyncio.Event()
+        self.pings = 0
+
+    async def ping(self) -> None:
+        self.pings += 1
+        try:
+            await self.answer.wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(30)  # the cancel request goes unanswered too, for a while
+            raise
+
+
+async def test_readiness_answers_within_its_timeout_while_the_store_is_silent() -> None:
+    container = build_container(make_settings())
+    container.memory_store.override(providers.Singleton(SilentStore))
+    store = container.task_store()
+    assert isinstance(store, SilentStore)
+    async with AsyncTestClient(app=create_app(container, run_engine=False)) as client:
+        for _ in range(2):
+            began = time.monotonic()
+            problem = assert_problem(await client.get("/readyz"), 503)
+            assert time.monotonic() - began < 10  # the 2 s of the check, not the silence
+            assert problem["checks"]["store"] == "unavailable (no answer within 2 s)"
+        assert store.pings == 1  # the second probe waited on the first ping
+
+        client.blocking_portal.call(store.answer.set)
+
+        await eventually(lambda: _status(client, "/readyz", 200))
