@@ -6,9 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
-import signal
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -17,27 +14,20 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import uvicorn
 from pydantic import ValidationError
 
 from adapters.ical import calendar_from_ics
 from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
-from domain.tasks import HttpTarget
 from domain.validation import FieldError, field_errors
 from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
-from entrypoints.container import Container, build_container
-from entrypoints.database_wait import StoppedWhileWaiting, driver_reason, initialize_when_reachable
-from entrypoints.gc_tuning import tune_garbage_collector
-from entrypoints.http.app import create_app
+from entrypoints.container import build_container
+from entrypoints.database_wait import driver_reason, initialize_when_reachable
 from entrypoints.logs import configure_logging
-from entrypoints.runtime import log, running
-from entrypoints.settings import ConfigurationError, Settings, load_settings
-
-
-class ListenError(OSError):
-    """The API could not listen where it was told to."""
+from entrypoints.runtime import log
+from entrypoints.serving import ListenError, serve
+from entrypoints.settings import ConfigurationError, load_settings
 
 
 class UsageError(Exception):
@@ -82,117 +72,6 @@ def exit_code(exc: BaseException) -> int:
         if cls in EXIT_CODES:
             return EXIT_CODES[cls]
     return UNEXPECTED
-
-
-# -- serve -------------------------------------------------------------------------------
-
-
-def serve(args: argparse.Namespace) -> int:
-    # `--port 0` (any free port) is an override too.
-    overrides = {n: getattr(args, n) for n in ("host", "port") if getattr(args, n) is not None}
-    settings = load_settings(**overrides)
-    configure_logging(settings.log_level, settings.log_format)
-    if not args.no_api:
-        settings.check_exposure()
-        if not settings.tokens and not settings.listens_on_loopback:
-            log.warning(
-                "listening on %s with no API token (SCHEDULER_ALLOW_ANONYMOUS=true): anyone "
-                "who reaches it may create tasks that call any address the outbound guard "
-                "allows",
-                settings.host,
-            )
-    container = build_container(settings)
-    container.engine()  # a misconfigured engine fails here, before anything starts
-    check_events_url(container, settings)
-    asyncio.run(_serve(container, settings, api=not args.no_api, engine=not args.no_engine))
-    return 0
-
-
-def check_events_url(container: Container, settings: Settings) -> None:
-    """SCHEDULER_EVENTS_URL through the outbound guard, as a task's `notify.url` is when
-    written: one the guard denies would leave every event pending until it expired."""
-    if settings.events_url is None:
-        return
-    try:
-        container.executor().check(HttpTarget(url=settings.events_url))
-    except InvalidRequest as exc:
-        reason = "; ".join(error.message for error in exc.errors)
-        raise ConfigurationError(f"invalid settings: SCHEDULER_EVENTS_URL: {reason}") from None
-
-
-async def _serve(container: Container, settings: Settings, *, api: bool, engine: bool) -> None:
-    """Run until SIGTERM, SIGINT or SIGHUP, then stop: the API stops taking requests and finishes
-    those in flight, the engine drains (up to SCHEDULER_DRAIN_TIMEOUT), pools close."""
-    stop = asyncio.Event()
-    # Without the API (`--no-api`) the probes and metrics are served all the same: an
-    # engine-only replica is the one whose lateness and runs are worth watching.
-    app = create_app(container, run_engine=engine, manage_runtime=False, operations_only=not api)
-    config = uvicorn.Config(
-        app, settings.host, settings.port, lifespan="on", log_config=None, server_header=False
-    )
-    server, listener = uvicorn.Server(config), _listen(config)
-
-    def stop_serving() -> None:
-        stop.set()
-        server.should_exit = True  # what uvicorn watches while it serves
-
-    loop = asyncio.get_running_loop()
-    # SIGHUP too (a closed terminal, a supervisor): there is nothing to reload, and
-    # killed outright the process would leave its runs to the lost-run sweep.
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, stop_serving)
-    try:
-        async with running(container, engine=engine, stopping=stop):
-            served = "API" if api else "/healthz, /readyz and /metrics"
-            await _serve_until_stopped(server, listener, stop, served)
-    except StoppedWhileWaiting:
-        log.info("stopped before PostgreSQL could be reached: nothing was started")
-        return
-    log.info("stopped")
-
-
-async def _serve_until_stopped(
-    server: uvicorn.Server, listener: socket.socket, stop: asyncio.Event, served: str
-) -> None:
-    tune_garbage_collector()  # after start-up: what it built is frozen
-    if not stop.is_set():
-        host, port = listener.getsockname()[:2]
-        shown_host = f"[{host}]" if ":" in host else host
-        log.info("%s listening on http://%s:%d", served, shown_host, port)
-        # uvicorn handles SIGTERM/SIGINT itself while it serves, then returns.
-        await server.serve(sockets=[listener])
-    log.info("stopping: draining runs in flight")
-
-
-class _Without(logging.Filter):
-    """Drops the records whose message starts with `prefix`."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__()
-        self._prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self._prefix)
-
-
-def _listen(config: uvicorn.Config) -> socket.socket:
-    """Bind the API's socket before anything starts, so a taken port fails at once.
-    uvicorn would say "running on" as it binds, before the schema is ready or the
-    database even reached: that line is said once the API serves."""
-    quiet = _Without("Uvicorn running on")
-    logging.getLogger("uvicorn.error").addFilter(quiet)
-    try:
-        bound = config.bind_socket()
-    except SystemExit:  # uvicorn has logged why
-        raise ListenError(f"could not listen on {config.host}:{config.port}") from None
-    finally:
-        logging.getLogger("uvicorn.error").removeFilter(quiet)
-    # uvicorn creates the socket with protocol 0, and every accepted socket inherits it.
-    # asyncio sets TCP_NODELAY only on sockets whose protocol says IPPROTO_TCP, so the
-    # connections kept Nagle's algorithm: each answer's last small write waited for the
-    # client's delayed ACK, ~40 ms on every request. The same descriptor, declared TCP,
-    # gets what a listener asyncio binds itself gets.
-    return socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
 
 
 # -- init-db -----------------------------------------------------------------------------

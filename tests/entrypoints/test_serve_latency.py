@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from entrypoints.cli import _listen
+from entrypoints.serving import _listen
 from tests.entrypoints.live import free_port
 from tests.fixtures.waiting import eventually
 
