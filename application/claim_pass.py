@@ -129,6 +129,16 @@ class PassLoop:
     def __init__(self, settings: EngineSettings) -> None:
         self._settings = settings
         self.healthy = False
+        self._began: float | None = None  # time.monotonic() of the pass under way
+
+    @property
+    def stalled_for(self) -> float | None:
+        """Seconds the pass under way has taken, once past `pass_stall`; else None."""
+        began = self._began
+        if began is None:
+            return None
+        taken = time.monotonic() - began  # real time: a fake clock does not stall
+        return taken if taken > self._settings.pass_stall else None
 
     async def run(
         self,
@@ -140,13 +150,16 @@ class PassLoop:
         settings = self._settings
         backoff = settings.store_retry_initial
         while not stopping():
+            self._began = time.monotonic()
             try:
                 deadline = await one_pass()
             except Exception as exc:
+                self._began = None
                 self.healthy = False
                 await failed(exc, backoff)
                 backoff = min(backoff * 2, settings.store_retry_max)
                 continue
+            self._began = None
             self.healthy = True
             backoff = settings.store_retry_initial
             await sleep_until(deadline)

@@ -83,6 +83,10 @@ class TriggerLoop:
         return main is not None and not main.done() and healthy and not self._stopping
 
     @property
+    def stalled_for(self) -> float | None:
+        return self._passes.stalled_for
+
+    @property
     def in_flight(self) -> int:
         return len(self._runs)
 

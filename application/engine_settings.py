@@ -43,6 +43,9 @@ class EngineSettings:
         retention_max_batches: statements per sweep, so a backlog never holds up claims.
         store_retry_initial: seconds before the first retry after a store error.
         store_retry_max: the cap of the doubling retry backoff.
+        pass_stall: seconds a pass over the store may take before the engine reports
+            itself stalled (readiness): a pass takes milliseconds, unless a statement
+            waits on a lock or a database that stopped answering.
     """
 
     replica: str = field(default_factory=default_replica)
@@ -61,6 +64,7 @@ class EngineSettings:
     retention_max_batches: int = 10
     store_retry_initial: float = 0.5
     store_retry_max: float = 5.0
+    pass_stall: float = 30.0
 
     def __post_init__(self) -> None:
         for name in (

@@ -162,6 +162,13 @@ class Engine(Protocol):
         """True while the engine is running and its loop is healthy (readiness)."""
         ...
 
+    @property
+    def stalled_for(self) -> float | None:
+        """Seconds its pass over the store under way has taken, when far longer than a
+        pass takes (a statement waiting on a lock, or on a database that stopped
+        answering); None otherwise (readiness)."""
+        ...
+
 
 class RunDispatcher(Protocol):
     """Runs, on this process, a run claimed outside the schedule (fire now)."""

@@ -95,6 +95,10 @@ class APSchedulerEngine:
         return self._scheduler
 
     @property
+    def stalled_for(self) -> float | None:
+        return self._tending_passes.stalled_for
+
+    @property
     def alive(self) -> bool:
         """APScheduler running, the last resync and the last claim pass succeeded."""
         scheduler, main = self._scheduler, self._main

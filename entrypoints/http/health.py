@@ -60,8 +60,17 @@ class Readiness:
     async def checks(self) -> dict[str, str]:
         checks = {"store": await self.ping.check()}
         if self.engine is not None:
-            checks["engine"] = "ok" if self.engine.alive else "not running"
+            checks["engine"] = _engine_check(self.engine)
         return checks
+
+
+def _engine_check(engine: Engine) -> str:
+    if not engine.alive:
+        return "not running"
+    stalled = engine.stalled_for
+    if stalled is not None:
+        return f"stalled (its pass over the store has waited {stalled:.0f} s)"
+    return "ok"
 
 
 @get(

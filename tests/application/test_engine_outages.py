@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -127,3 +129,39 @@ async def test_an_outcome_is_given_up_once_the_lease_expired(
     # Left to the lost-run sweep, as a killed replica's run would be.
     [lost] = await store.expire_lost_runs(running.lease_expires_at + timedelta(seconds=1))
     assert lost.id == running.id
+
+
+class StuckStore(FlakyStore):
+    """A store whose claims wait until `free` is set (a statement waiting on a lock)."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        super().__init__(store)
+        self.free = asyncio.Event()
+
+    async def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        await self.free.wait()
+        return await self.inner.claim_due(*args, **kwargs)
+
+
+async def test_a_pass_stuck_on_the_store_is_reported_stalled_then_recovers(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    # Neither failed nor done: without this, readiness said "ok" for an engine that
+    # claimed nothing while a statement waited on a lock (docs/operations.md).
+    stuck = StuckStore(store)
+    engine = TriggerLoop(
+        stuck, store.new_waker(), NoopExecutor(clock), clock, settings(pass_stall=0.05)
+    )
+    engines.append(engine)
+    await engine.start()
+
+    async def stalled() -> float | None:
+        return engine.stalled_for
+
+    assert await eventually(stalled, "the engine to report its pass stalled") > 0.05
+    task = await store.create_task(make_task())
+    stuck.free.set()
+
+    await eventually(lambda: finished_runs(store, task), "the run, once the pass went on")
+    assert engine.stalled_for is None
+    assert engine.alive

@@ -18,6 +18,7 @@ from domain.errors import StoreUnavailable
 from domain.tasks import Task
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
+from entrypoints.http.health import Readiness, StorePing
 from tests.entrypoints.helpers import Client, assert_problem, make_settings
 from tests.fixtures.waiting import eventually
 
@@ -133,3 +134,19 @@ async def test_readiness_answers_within_its_timeout_while_the_store_is_silent() 
         client.blocking_portal.call(store.answer.set)
 
         await eventually(lambda: _status(client, "/readyz", 200))
+
+
+class StalledEngine:
+    """An engine whose pass over the store has waited 42 s."""
+
+    alive = True
+    stalled_for = 42.4
+
+
+async def test_readiness_names_an_engine_whose_pass_is_stalled() -> None:
+    checks = await Readiness(StorePing(InMemoryTaskStore()), StalledEngine()).checks()  # type: ignore[arg-type]
+
+    assert checks == {
+        "store": "ok",
+        "engine": "stalled (its pass over the store has waited 42 s)",
+    }
