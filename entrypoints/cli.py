@@ -195,7 +195,7 @@ def preview_trigger(args: argparse.Namespace) -> dict[str, Any]:
     if chosen[0] == "cron":
         trigger["expression"] = args.expression
     elif chosen[0] == "interval":
-        trigger["every"] = int(args.every) if args.every.isdigit() else args.every
+        trigger["every"] = _number_or_text(args.every)
     elif chosen[0] == "one_shot":
         trigger["run_at"] = args.run_at
     else:
@@ -204,6 +204,19 @@ def preview_trigger(args: argparse.Namespace) -> dict[str, Any]:
         bounds = {"start_at": args.start_at, "end_at": args.end_at}
         trigger.update({key: value for key, value in bounds.items() if value is not None})
     return trigger
+
+
+def _number_or_text(value: str) -> int | float | str:
+    """A number as a number (`-5`, `1e400`: refused as numbers, with words that say so),
+    anything else as the ISO 8601 duration it may be."""
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        return float(value)
+    except ValueError:
+        return value
 
 
 def _instant(value: str, option: str) -> datetime:

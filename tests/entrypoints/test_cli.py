@@ -110,6 +110,7 @@ def test_preview_of_the_other_trigger_kinds(
         (["61 * * * *"], "EXPR"),
         (["* * * * *", "--timezone", "Mars/Olympus"], "--timezone"),
         (["--every", "0"], "--every"),
+        (["--every", "-5"], "--every: every must be a positive number of seconds, got -5"),
         (["* * * * *", "--count", "500"], "--count"),
         (["* * * * *", "--after", "yesterday"], "--after"),
     ],
@@ -121,7 +122,7 @@ def test_bad_preview_input_exits_65_naming_the_option(
 
     err = capsys.readouterr().err
     assert code == EXIT_CODES[InvalidRequest] == 65
-    assert err.startswith(f"imbi-scheduler: error: {option}: ")
+    assert err.startswith(f"imbi-scheduler: error: {option}")
 
 
 @pytest.mark.parametrize(
