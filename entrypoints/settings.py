@@ -167,6 +167,13 @@ class Settings(BaseSettings):
         parse_signing_secrets(value)  # its errors never contain the secret
         return value
 
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not _HOST.match(value) and not _is_address(value):
+            raise ValueError("is neither a host name nor an address")
+        return value
+
     @field_validator("target_allow", "target_deny")
     @classmethod
     def _targets(cls, value: str) -> str:

@@ -61,6 +61,7 @@ def test_variables_are_read_with_the_scheduler_prefix(monkeypatch: pytest.Monkey
         ("SCHEDULER_DATABASE_URL", "mysql://db/scheduler"),
         ("SCHEDULER_API_TOKENS", "same,same:read"),
         ("SCHEDULER_TARGET_ALLOW", "not a host"),
+        ("SCHEDULER_HOST", "not..a..host"),
         ("SCHEDULER_TARGET_DENY", "metadata..internal"),
         ("SCHEDULER_RUN_RETENTION_DAYS", "1e9"),
         ("SCHEDULER_RUN_RETENTION_DAYS", "inf"),
