@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.fixtures.backends",
     "tests.fixtures.target",
     "tests.fixtures.logs",
+    "tests.fixtures.proxy",
 ]

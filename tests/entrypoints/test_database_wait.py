@@ -5,11 +5,9 @@ time, and start as soon as it answers."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.soak_proxy import FaultyProxy
 from tests.entrypoints.live import LiveServer, run_cli
@@ -21,17 +19,11 @@ WAITING = "PostgreSQL cannot be reached yet"
 
 
 @pytest.fixture
-def closed_door(database_url: str) -> Iterator[tuple[FaultyProxy, str]]:
+def closed_door(postgres_proxy: tuple[FaultyProxy, str]) -> tuple[FaultyProxy, str]:
     """A proxy to the test database that refuses connections until reopened, and the
     URL that goes through it."""
-    upstream = conninfo_to_dict(database_url)
-    proxy = FaultyProxy(str(upstream.get("host") or "127.0.0.1"), int(upstream.get("port") or 5432))
-    proxy.start()
-    proxy.refuse()
-    try:
-        yield proxy, make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port))
-    finally:
-        proxy.stop()
+    postgres_proxy[0].refuse()
+    return postgres_proxy
 
 
 def ready(server: LiveServer) -> bool:

@@ -9,11 +9,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.soak_proxy import FaultyProxy
 from entrypoints.serving import STOP_GIVEN_UP, STOP_MARGIN
@@ -26,21 +24,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 DRAIN = 2
 
 
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[tuple[FaultyProxy, str]]:
-    upstream = conninfo_to_dict(database_url)
-    proxy = FaultyProxy(str(upstream.get("host") or "127.0.0.1"), int(upstream.get("port") or 5432))
-    proxy.start()
-    try:
-        yield proxy, make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port))
-    finally:
-        proxy.stop()
-
-
 def test_sigterm_ends_the_process_within_its_bound_while_the_database_is_silent(
-    proxy: tuple[FaultyProxy, str], fresh_schema: str, recording_target: RecordingTarget
+    postgres_proxy: tuple[FaultyProxy, str], fresh_schema: str, recording_target: RecordingTarget
 ) -> None:
-    faulty, url = proxy
+    faulty, url = postgres_proxy
     environ = {
         "SCHEDULER_DATABASE_URL": url,
         "SCHEDULER_SCHEMA": fresh_schema,

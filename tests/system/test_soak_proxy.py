@@ -5,11 +5,9 @@ new connections work again afterwards."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from bench.soak_proxy import FaultyProxy
 
@@ -17,14 +15,8 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def proxy(database_url: str) -> Iterator[tuple[FaultyProxy, str]]:
-    upstream = conninfo_to_dict(database_url)
-    proxy = FaultyProxy(str(upstream.get("host") or "127.0.0.1"), int(upstream.get("port") or 5432))
-    proxy.start()
-    try:
-        yield proxy, make_conninfo(database_url, host="127.0.0.1", port=str(proxy.port))
-    finally:
-        proxy.stop()
+def proxy(postgres_proxy: tuple[FaultyProxy, str]) -> tuple[FaultyProxy, str]:
+    return postgres_proxy
 
 
 def test_a_cut_breaks_the_connection_in_use_and_the_next_one_works(
