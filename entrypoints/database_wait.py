@@ -25,7 +25,7 @@ LONGEST_PAUSE = 5.0
 
 
 class StoppedWhileWaiting(Exception):
-    """SIGTERM or SIGINT came before the database did: nothing was started."""
+    """A stop signal came before the database did: nothing was started."""
 
 
 async def initialize_when_reachable(

@@ -285,10 +285,11 @@ _SSL_MODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full
 def _check_connection_values(params: dict[str, Any]) -> None:
     for name in _INTEGER_PARAMETERS:
         given = params.get(name)
+        if given is None:
+            continue
         # A port per host, comma-separated, when the URL names several hosts.
-        parts = [] if given is None else str(given).split(",") if name == "port" else [given]
-        for part in parts:
-            if str(part).strip() and not str(part).strip().isdigit():
+        for part in str(given).split(",") if name == "port" else [str(given)]:
+            if part.strip() and not part.strip().isdigit():
                 raise ValueError(f"{name} must be a whole number of at least 0 (got {part!r})")
     sslmode = params.get("sslmode")
     if sslmode is not None and sslmode not in _SSL_MODES:

@@ -65,12 +65,11 @@ class Readiness:
 
 
 def _engine_check(engine: Engine) -> str:
-    if not engine.alive:
-        return "not running"
+    # Stalled first: a first pass that never ends leaves the engine not yet healthy.
     stalled = engine.stalled_for
     if stalled is not None:
         return f"stalled (its pass over the store has waited {stalled:.0f} s)"
-    return "ok"
+    return "ok" if engine.alive else "not running"
 
 
 @get(

@@ -47,6 +47,18 @@ class FlakyStore:
         return call
 
 
+class StuckStore(FlakyStore):
+    """A store whose claims wait until `free` is set (a statement waiting on a lock)."""
+
+    def __init__(self, store: InMemoryTaskStore) -> None:
+        super().__init__(store)
+        self.free = asyncio.Event()
+
+    async def claim_due(self, *args: Any, **kwargs: Any) -> Any:
+        await self.free.wait()
+        return await self.inner.claim_due(*args, **kwargs)
+
+
 class GatedExecutor(NoopExecutor):
     """Holds every call until the gate opens; counts how many are in flight."""
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -18,6 +16,7 @@ from tests.application.engine_support import (
     CountingStore,
     FlakyStore,
     RecordingObserver,
+    StuckStore,
     finished_runs,
     settings,
 )
@@ -129,18 +128,6 @@ async def test_an_outcome_is_given_up_once_the_lease_expired(
     # Left to the lost-run sweep, as a killed replica's run would be.
     [lost] = await store.expire_lost_runs(running.lease_expires_at + timedelta(seconds=1))
     assert lost.id == running.id
-
-
-class StuckStore(FlakyStore):
-    """A store whose claims wait until `free` is set (a statement waiting on a lock)."""
-
-    def __init__(self, store: InMemoryTaskStore) -> None:
-        super().__init__(store)
-        self.free = asyncio.Event()
-
-    async def claim_due(self, *args: Any, **kwargs: Any) -> Any:
-        await self.free.wait()
-        return await self.inner.claim_due(*args, **kwargs)
 
 
 async def test_a_pass_stuck_on_the_store_is_reported_stalled_then_recovers(

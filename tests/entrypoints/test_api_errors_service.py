@@ -12,13 +12,16 @@ import pytest
 from dependency_injector import providers
 from litestar.testing import AsyncTestClient
 
-from adapters.memory import InMemoryTaskStore
+from adapters.clock import FakeClock
+from adapters.memory import InMemoryTaskStore, NoopExecutor
+from application.engine import TriggerLoop
 from application.ports import TaskFilter, TaskPageKey
 from domain.errors import StoreUnavailable
 from domain.tasks import Task
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from entrypoints.http.health import Readiness, StorePing
+from tests.application.engine_support import T0, StuckStore, settings
 from tests.entrypoints.helpers import Client, assert_problem, make_settings
 from tests.fixtures.waiting import eventually
 
@@ -136,17 +139,33 @@ async def test_readiness_answers_within_its_timeout_while_the_store_is_silent() 
         await eventually(lambda: _status(client, "/readyz", 200))
 
 
-class StalledEngine:
-    """An engine whose pass over the store has waited 42 s."""
-
-    alive = True
-    stalled_for = 42.4
-
-
 async def test_readiness_names_an_engine_whose_pass_is_stalled() -> None:
-    checks = await Readiness(StorePing(InMemoryTaskStore()), StalledEngine()).checks()  # type: ignore[arg-type]
+    clock = FakeClock(T0)
+    store = InMemoryTaskStore()
+    stuck = StuckStore(store)  # its claims wait, as a statement on a lock does
+    engine = TriggerLoop(
+        stuck, store.new_waker(), NoopExecutor(clock), clock, settings(pass_stall=0.05)
+    )
+    readiness = Readiness(StorePing(store), engine)
+    await engine.start()
+    try:
 
-    assert checks == {
-        "store": "ok",
-        "engine": "stalled (its pass over the store has waited 42 s)",
-    }
+        async def stalled() -> bool:
+            return engine.stalled_for is not None
+
+        await eventually(stalled, "the engine's pass to stall")
+        checks = await readiness.checks()
+        stuck.free.set()
+
+        async def went_on() -> bool:
+            return engine.alive and engine.stalled_for is None
+
+        await eventually(went_on, "the pass to go on")
+        after = await readiness.checks()
+    finally:
+        stuck.free.set()
+        await engine.stop()
+
+    assert checks["store"] == "ok"
+    assert checks["engine"].startswith("stalled (its pass over the store has waited ")
+    assert after == {"store": "ok", "engine": "ok"}

@@ -5,6 +5,7 @@ time, and start as soon as it answers."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -33,36 +34,41 @@ def ready(server: LiveServer) -> bool:
         return False
 
 
-def test_serve_started_before_its_database_starts_once_it_answers(
+@pytest.fixture
+def waiting_server(
     closed_door: tuple[FaultyProxy, str], fresh_schema: str
-) -> None:
+) -> Iterator[tuple[FaultyProxy, LiveServer]]:
+    """`serve` started while the database refuses it, once it has said that it waits."""
     proxy, url = closed_door
     environ = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_SCHEMA": fresh_schema}
     with LiveServer(environ, answering=False) as server:
         wait_for(lambda: WAITING in server.log(), what="a word that it waits")
-        assert "Connection refused" in server.log()  # why, in libpq's words
-        assert "Uvicorn running" not in server.log() and "listening" not in server.log()
+        yield proxy, server
 
-        proxy.reopen()
 
-        wait_for(lambda: ready(server), what="/readyz to answer 200")
-        assert f"API listening on {server.url}" in server.log()
-        assert httpx.get(f"{server.url}/tasks", timeout=5).json()["items"] == []
-        assert server.stop() == 0
-    assert server.process is not None and server.process.returncode == 0
+def test_serve_started_before_its_database_starts_once_it_answers(
+    waiting_server: tuple[FaultyProxy, LiveServer],
+) -> None:
+    proxy, server = waiting_server
+    assert "Connection refused" in server.log()  # why, in libpq's words
+    assert "Uvicorn running" not in server.log() and "listening" not in server.log()
+
+    proxy.reopen()
+
+    wait_for(lambda: ready(server), what="/readyz to answer 200")
+    assert f"API listening on {server.url}" in server.log()
+    assert httpx.get(f"{server.url}/tasks", timeout=5).json()["items"] == []
+    assert server.stop() == 0
 
 
 def test_serve_stopped_while_it_waits_exits_cleanly_having_started_nothing(
-    closed_door: tuple[FaultyProxy, str], fresh_schema: str
+    waiting_server: tuple[FaultyProxy, LiveServer],
 ) -> None:
-    _, url = closed_door
-    environ = {"SCHEDULER_DATABASE_URL": url, "SCHEDULER_SCHEMA": fresh_schema}
-    with LiveServer(environ, answering=False) as server:
-        wait_for(lambda: WAITING in server.log(), what="a word that it waits")
+    _, server = waiting_server
 
-        assert server.stop(signal.SIGTERM) == 0
-        assert "stopped before PostgreSQL could be reached" in server.log()
-        assert "Traceback" not in server.log()
+    assert server.stop(signal.SIGTERM) == 0
+    assert "stopped before PostgreSQL could be reached" in server.log()
+    assert "Traceback" not in server.log()
 
 
 def test_init_db_gives_up_when_the_wait_is_over_saying_why(
