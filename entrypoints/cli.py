@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 from pydantic import ValidationError
 
 from adapters.ical import calendar_from_ics
+from application.previews import preview_trigger as fire_times
 from domain.calendars import Calendar
 from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
 from domain.validation import FieldError, field_errors
@@ -108,9 +109,9 @@ def preview(args: argparse.Namespace) -> int:
     if args.dst:
         trigger["dst"] = dst_option(args.dst)
     after = _instant(args.after, "--after") if args.after else None
-    scheduling = build_container().scheduling()
+    clock = build_container().clock()  # the one thing a preview needs: no settings read
     try:
-        _, listed = scheduling.preview_annotated(trigger, args.count, after, calendars)
+        _, listed = fire_times(trigger, args.count, after, calendars, clock)
     except InvalidRequest as exc:
         raise InvalidRequest.of(
             [FieldError(PREVIEW_OPTIONS.get(e.field, e.field), e.message) for e in exc.errors]

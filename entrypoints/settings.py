@@ -53,7 +53,11 @@ class Settings(BaseSettings):
     """Every knob of `imbi-scheduler serve`, read from `SCHEDULER_<FIELD>`."""
 
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, populate_by_name=True
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        frozen=True,
+        populate_by_name=True,
+        allow_inf_nan=False,  # "should be a finite number", not "less than 3600" for nan
     )
 
     database_url: str | None = Field(

@@ -104,6 +104,19 @@ def test_preview_of_the_other_trigger_kinds(
     assert ("(no more fire times)" in lines) == (len(expected) < 2)
 
 
+def test_preview_reads_no_settings(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A preview on an operator's shell, whose server settings are not this command's.
+    monkeypatch.setenv("SCHEDULER_PORT", "not a port")
+    monkeypatch.setenv("SCHEDULER_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+
+    code = main(["preview", "0 9 * * *", "--count", "1", "--after", "2026-01-01T00:00:00Z"])
+
+    assert code == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[4] == "2026-01-01T09:00:00Z"
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [

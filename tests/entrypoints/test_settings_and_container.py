@@ -79,6 +79,18 @@ def test_a_bad_variable_is_named(
         load_settings()
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_number_that_is_not_finite_is_called_so(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("SCHEDULER_MAX_POLL_INTERVAL", value)
+
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+
+    assert "SCHEDULER_MAX_POLL_INTERVAL: Input should be a finite number" in str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("host", "overrides", "refused"),
     [
