@@ -14,7 +14,7 @@ from application.bounds import check_limit
 from application.calendar_store import CalendarStore
 from application.contention import before_retry
 from application.pagination import Page, page_of, read_cursor
-from application.patching import merge_patch
+from application.patching import merge_patch, unknown_removals
 from application.ports import Clock, TaskStore
 from application.refs import by_id_or_name
 from domain.calendars import CALENDAR_FIELDS, Calendar, StoredCalendar, empty_calendar
@@ -117,7 +117,14 @@ class CalendarService:
             merged = merge_patch(_fields(current, json=True), patch)
             if merged.get("name") != current.name:
                 raise InvalidRequest("name", "a calendar's name does not change (tasks name it)")
-            return _validated(merged)
+            unknown = unknown_removals(patch, Calendar)
+            try:
+                calendar = _validated(merged)
+            except InvalidRequest as exc:
+                raise InvalidRequest.of([*unknown, *exc.errors]) from None
+            if unknown:
+                raise InvalidRequest.of(unknown)
+            return calendar
 
         return await self._change(ref, change, if_match, actor)
 

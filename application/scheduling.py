@@ -20,7 +20,7 @@ from application.contention import before_retry
 from application.explain import explain, explainable
 from application.history import task_history
 from application.pagination import Page
-from application.patching import merge_patch
+from application.patching import merge_patch, unknown_removals
 from application.ports import (
     Clock,
     Executor,
@@ -46,6 +46,7 @@ from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
 from domain.explain import Explanation
 from domain.history import TaskVersion
 from domain.instants import truncate
+from domain.kept_schedule import carried
 from domain.occurrences import MAX_OMISSIONS_TOLD, AnnotatedFireTimes, Omission
 from domain.runs import Run, RunStatus
 from domain.tasks import Task, TaskSpec
@@ -132,10 +133,14 @@ class SchedulingService:
             if if_match is not None and task.version != if_match:
                 raise VersionConflict(task.id, if_match, task.version)
             merged = merge_patch(task.spec().model_dump(mode="json"), patch, replace=_WHOLE)
+            unknown = unknown_removals(patch, TaskSpec, replace=_WHOLE)
             try:
                 spec = TaskSpec.model_validate(merged)
             except ValidationError as exc:
-                raise InvalidRequest.of(field_errors(exc)) from None
+                raise InvalidRequest.of([*unknown, *field_errors(exc)]) from None
+            if unknown:
+                raise InvalidRequest.of(unknown)
+            spec = carried(spec, task)  # the same trigger sent again keeps its schedule
             if "target" in patch or "notify" in patch:
                 self._executor.check(spec.target, spec.notify)
             try:

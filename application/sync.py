@@ -5,8 +5,8 @@ list, all or nothing, in one transaction).
 A task whose stored writable fields already equal what is asked is left alone and keeps
 its version. What the scheduler filled in when it stored a trigger (the anchor of an
 interval without `start_at`, the `start_date` of a calendar without one) is carried over
-from the stored task when the rest of the trigger is equal, so re-applying the same file
-never re-anchors a schedule.
+from the stored task when the rest of the trigger is equal (`domain.kept_schedule`), so
+re-applying the same file never re-anchors a schedule.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from domain.errors import (
     VersionConflict,
 )
 from domain.instants import truncate
+from domain.kept_schedule import carried
 from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
-from domain.triggers import CalendarTrigger, IntervalTrigger, Trigger
 from domain.validation import FieldError
 
 if TYPE_CHECKING:
@@ -178,26 +178,6 @@ class TaskSync:
             if len(page) < _PAGE:
                 return tasks
             after = TaskPageKey(page[-1].created_at, page[-1].id)
-
-
-def carried(spec: TaskSpec, current: Task) -> TaskSpec:
-    """`spec` with the stored trigger when they differ only in what the scheduler filled
-    in at store time (an interval's anchor, a calendar's start date)."""
-    trigger = carried_trigger(spec.trigger, current.trigger)
-    return spec if trigger is spec.trigger else spec.model_copy(update={"trigger": trigger})
-
-
-def carried_trigger(wanted: Trigger, stored: Trigger) -> Trigger:
-    candidate: Trigger = wanted
-    if isinstance(wanted, IntervalTrigger) and isinstance(stored, IntervalTrigger):
-        unanchored = wanted.start_at is None and wanted.anchor is None
-        if unanchored:
-            candidate = wanted.model_copy(update={"anchor": stored.anchor})
-    elif isinstance(wanted, CalendarTrigger) and isinstance(stored, CalendarTrigger):
-        undated = wanted.start_date is None and wanted.start_at is None
-        if undated:
-            candidate = wanted.model_copy(update={"start_date": stored.start_date})
-    return stored if candidate == stored else wanted
 
 
 class _prefixed:

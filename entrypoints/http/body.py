@@ -24,6 +24,7 @@ from litestar.exceptions import ClientException
 from litestar.typing import FieldDefinition
 from pydantic import BaseModel, ValidationError
 
+from application.patching import unknown_removals
 from domain.errors import InvalidRequest
 from domain.validation import NUL_MESSAGE, FieldError, described, field_errors, json_type, nul_at
 
@@ -161,13 +162,17 @@ def check_patch(model: type[BaseModel], patch: dict[str, Any]) -> None:
     refuses a body's: `patch` is validated strictly against `model`, the patch's schema
     (every member optional). The merged result is validated by the use case, as a whole;
     so here a member the patch leaves out (`missing`) is no error, and nor is a null,
-    which removes a member rather than giving it a value. Raises InvalidRequest."""
+    which removes a member rather than giving it a value, unless it names no field of the
+    model (`application.patching.unknown_removals`). Raises InvalidRequest."""
+    unknown = unknown_removals(patch, model)  # a null naming no field would do nothing
     try:
         model.model_validate_json(json.dumps(_without_nulls(patch)), strict=True)
     except ValidationError as exc:
         kept = [error for error in exc.errors(include_url=False) if error["type"] != "missing"]
         if kept:
-            raise InvalidRequest.of(described(kept)) from None
+            raise InvalidRequest.of([*unknown, *described(kept)]) from None
+    if unknown:
+        raise InvalidRequest.of(unknown)
 
 
 def _without_nulls(value: Any) -> Any:

@@ -74,6 +74,27 @@ async def test_interval_without_start_is_anchored_at_creation_and_due_at_once(
     assert task.next_run_at == T0
 
 
+@pytest.mark.parametrize(
+    "trigger",
+    [
+        {"kind": "interval", "every": "PT15M"},
+        {"kind": "calendar", "months": 1, "hour": 9, "timezone": "Pacific/Auckland"},
+    ],
+)
+async def test_a_patch_sending_the_same_trigger_again_keeps_the_schedule(
+    service: SchedulingService, clock: FakeClock, trigger: dict[str, Any]
+) -> None:
+    # What the scheduler filled in (the anchor, the start date) is not in the patch; it
+    # is still the same trigger, so the task is not re-anchored nor due again at once.
+    task = await service.create_task(task_spec(trigger=trigger))
+    clock.advance(timedelta(minutes=1))
+
+    patched = await service.update_task(task.id, {"trigger": trigger})
+
+    assert patched.trigger == task.trigger
+    assert patched.next_run_at == task.next_run_at
+
+
 async def test_calendar_without_start_date_starts_today_in_its_zone(
     service: SchedulingService,
 ) -> None:

@@ -105,6 +105,8 @@ async def test_bad_calendars_are_422_naming_the_field_and_nothing_is_written(
     await api.post("/calendars", json={"name": "x"})
     assert fields_of(await api.patch("/calendars/x", json={"dates": ["soon"]})) == ["dates.0"]
     assert fields_of(await api.patch("/calendars/x", json={"name": "y"})) == ["name"]
+    assert fields_of(await api.patch("/calendars/x", json={"bogus": None})) == ["bogus"]
+    assert fields_of(await api.patch("/calendars/x", json={"version": None})) == ["version"]
     assert fields_of(await api.put("/calendars/x", json={"name": "y"})) == ["name"]
     assert (await api.get("/calendars/x")).json()["version"] == 1
 

@@ -86,6 +86,42 @@ async def test_an_unknown_field_in_a_merge_patch_is_named_and_changes_nothing(
     assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
 
 
+@pytest.mark.parametrize(
+    ("patch", "named"),
+    [
+        ({"descripton": None}, ["descripton"]),
+        ({"target": {"retry": {"max_attempt": None}}}, ["target.retry.max_attempt"]),
+        ({"next_run_at": None, "version": None}, ["next_run_at", "version"]),
+        ({"notify": {"url": "http://127.0.0.1:1/", "bogus": None}}, ["notify.bogus"]),
+        ({"bogus": None, "max_running_instances": 0}, ["bogus", "max_running_instances"]),
+    ],
+)
+async def test_removing_a_field_the_task_does_not_have_is_an_unknown_field(
+    client: Client, recording_target: RecordingTarget, patch: dict[str, object], named: list[str]
+) -> None:
+    # A typo in a merge patch's null would otherwise do nothing, silently.
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    problem = assert_problem(await client.patch("/tasks/nightly-report", json=patch), 422)
+
+    assert sorted(fields(problem)) == named
+    assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
+    assert (await client.get("/tasks/nightly-report/history")).json()["items"][0]["version"] == 1
+
+
+async def test_removing_a_header_the_target_does_not_send_is_allowed(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # Headers are an open object: RFC 7396 removes a member whether or not it is there.
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+
+    response = await client.patch(
+        "/tasks/nightly-report", json={"target": {"headers": {"X-No": None}}}
+    )
+
+    assert response.status_code == 200
+
+
 async def test_one_shot_in_the_past_beyond_the_grace_is_rejected(
     client: Client, recording_target: RecordingTarget
 ) -> None:
