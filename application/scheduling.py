@@ -195,7 +195,9 @@ class SchedulingService:
         return claimed.run
 
     async def dry_run(self, ref: str | UUID) -> RenderedRequest:
-        """The request the next run would send, rendered, secrets redacted, not sent."""
+        """The request the next run would send, rendered, secrets redacted, not sent. A
+        task with no next occurrence (paused, spent, past its end) can only run by hand:
+        the call a manual run made now would send (its run id made up for the answer)."""
         task = await self.get_task(ref)
         now = truncate(self._clock.now())
         run = Run(
@@ -205,6 +207,7 @@ class SchedulingService:
             claimed_at=now,
             started_at=now,
             status=RunStatus.RUNNING,
+            manual=task.next_fire_at is None,
             replica=self._replica,
         )
         return await self._executor.render(task, run, task.last_run_at, redact=True)

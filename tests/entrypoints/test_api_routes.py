@@ -233,6 +233,19 @@ async def test_dry_run_renders_every_header_with_secrets_redacted(
     assert recording_target.received() == []
 
 
+async def test_dry_run_of_a_task_with_no_next_occurrence_shows_a_manual_runs_call(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # Paused, it can only run by hand: its key is a manual run's, never an occurrence's.
+    task = await create(client, cron_task(recording_target.url("/run"), enabled=False))
+
+    rendered = (await client.post(f"/tasks/{task['id']}/dry-run")).json()
+
+    headers = {name.lower(): value for name, value in rendered["headers"].items()}
+    assert headers["idempotency-key"] == f"{task['id']}:{headers['x-scheduler-run-id']}"
+    assert recording_target.received() == []
+
+
 async def test_fire_now_calls_the_target_and_records_a_manual_run(
     client: Client, recording_target: RecordingTarget
 ) -> None:
