@@ -119,6 +119,23 @@ def credentials_for(
     return credentials
 
 
+LITERAL_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization")
+
+
+def literal_credentials(headers: Mapping[str, str]) -> list[str]:
+    """The credentials a target's literal `headers` carry (an `Authorization` written in
+    the task rather than named by `auth` or `headers_env`), to keep out of excerpts and
+    errors as the others are: the whole value, and what follows its scheme."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in LITERAL_CREDENTIAL_HEADERS and value.strip():
+            found.append(value.strip())
+            _, _, rest = value.strip().partition(" ")
+            if rest.strip():
+                found.append(rest.strip())
+    return found
+
+
 def _auth_credentials(auth: Auth, environ: Mapping[str, str], owner: str) -> Credentials:
     if isinstance(auth, BearerAuth):
         token = read_header_secret(environ, auth.token_env, f"{owner}.auth.token_env")

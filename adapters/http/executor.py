@@ -29,6 +29,7 @@ from adapters.http.auth import (
     OAuth2Tokens,
     TokenError,
     credentials_for,
+    literal_credentials,
     redacted_header,
 )
 from adapters.http.failures import describe, retry_after_seconds, scrub
@@ -144,6 +145,7 @@ class HttpExecutor:
         try:
             request = self._prepare(task, run, last_run_at, started)
             credentials = credentials_for(task.target.auth, self._env(), task.target.headers_env)
+            credentials.secrets += literal_credentials(task.target.headers)
         except (TemplateFailed, MissingSecret) as exc:
             log_attempt(task, run, 0, logging.WARNING, "not called: %s", exc)
             return RunOutcome(

@@ -75,16 +75,20 @@ def test_run_now_shows_the_run_with_its_http_status(
     new_page: Any, api: httpx.Client, target: RecordingTarget
 ) -> None:
     task = create(api, target)
-    target.respond(f"/{task['name']}", Response(201, b"created"))
+    target.respond(f"/{task['name']}", Response(201, b"created", delay=2.0))
     page = new_page()
     log_in(page)
     page.goto(f"/ui/tasks/{task['name']}")
     page.get_by_role("button", name="Run now").click()
     page.wait_for_url("**/ui/runs/*")
-    # A running run's page refreshes itself (console.js) until the run is over.
+    expect()(page.locator("h1")).to_contain_text("running")
+    # A running run's page refreshes itself (console.js) until the run is over: its
+    # facts, and its heading and title with them.
     facts = page.locator(".facts")
     expect()(facts).to_contain_text("succeeded", timeout=20_000)
     expect()(facts).to_contain_text("201")
+    expect()(page.locator("h1")).to_contain_text("succeeded")
+    expect()(page).to_have_title(re.compile("^Run succeeded"))
     expect()(page.locator(".excerpt")).to_have_text("created")
     assert len(target.received(f"/{task['name']}")) == 1
     # The task page lists it; opening it from there shows the same run.
@@ -273,7 +277,7 @@ def test_a_refresh_that_fails_says_so(new_page: Any) -> None:
     # The server stops answering: the next refresh says the page is stale, and since when.
     page.route(lambda url: url.endswith("/ui/runs"), lambda route: route.abort())
     expect()(notice).to_contain_text(
-        re.compile(r"Could not refresh: the server did not answer — .* from \d\d:\d\d:\d\d"),
+        re.compile(r"Could not refresh: the server did not answer — .* from \d\d:\d\d:\d\d UTC"),
         timeout=15_000,
     )
     # It answers again, but the session is gone: the notice links the login page.

@@ -74,6 +74,15 @@ async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: C
     none = (await open_console.get("/ui/tasks/later")).text
     assert caption(none).startswith("0 fire times in the next 7 days, 10 more listed below;")
     assert listed(none) == 10
+    resumed_words = "Paused: these are the fire times it would have if it were resumed now."
+    assert resumed_words not in days
+    await open_console.post("/tasks/daily/pause")
+    assert resumed_words in (await open_console.get("/ui/tasks/daily")).text
+    once = {"kind": "one_shot", "run_at": "2031-01-01T00:00:00Z"}
+    await create(open_console, cron_task("http://127.0.0.1:9/", "once", trigger=once), None)
+    assert (
+        "<summary>The next fire time</summary>" in (await open_console.get("/ui/tasks/once")).text
+    )
 
 
 async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
@@ -275,6 +284,9 @@ async def test_history_shows_the_members_that_changed_each_value_cut_alone(
     description = next(item for item in items if item.startswith("<code>description</code>"))
     assert description.endswith(f'<code>"{"x" * 118}…</code>')
     assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]
+    # Nor in the definition below it, nor anywhere else on the page.
+    assert '"Authorization": "***"' in html.unescape(page.split('id="definition-h"')[1])
+    assert "2nd" not in page and "Bearer" not in page
     # Version 1 lists what the task was made with, not the fields it left unset.
     first = page.split('id="history-h"')[1].split('id="definition-h"')[0].split("</tr>")[2]
     made = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", first)]
@@ -289,6 +301,10 @@ async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console
     assert "<code>since</code>" in runs.text and "<code>until</code>" in runs.text
     assert 'id="r-since" name="since" type="datetime-local" step="1" value="yesterday"' in runs.text
     assert 'id="r-task" name="task" value="nightly"' in runs.text
+    status = await open_console.get("/ui/runs?task=nightly&status=bogus")
+    assert status.status_code == 422
+    assert "<code>status</code> one of running, succeeded, failed" in status.text
+    assert 'id="r-task" name="task" value="nightly"' in status.text
     tasks = await open_console.get("/ui/?name=bulk&state=bogus")
     assert tasks.status_code == 422
     assert "<code>state</code>" in tasks.text and "task_state" not in tasks.text

@@ -97,6 +97,11 @@ async def test_without_tokens_a_mutation_needs_the_csrf_token_of_its_session(
     assert done.status_code == 303
     assert done.headers["location"] == "/ui/tasks/nightly-report?done=paused"
     assert (await open_console.get("/tasks/nightly-report")).json()["enabled"] is False
+    paused_words = "Paused: the task will not fire until it is resumed."
+    assert paused_words in (await open_console.get(done.headers["location"])).text
+    # The same link once the task is resumed (kept, shared) no longer says it.
+    await open_console.post("/tasks/nightly-report/resume")
+    assert paused_words not in (await open_console.get(done.headers["location"])).text
 
 
 async def test_a_csrf_token_belongs_to_one_session(guarded: Client) -> None:

@@ -41,6 +41,11 @@ def _text(path: str, value: Any) -> str:
     return written if len(written) <= CHANGE_TEXT else written[: CHANGE_TEXT - 1] + "…"
 
 
+def without_literal_credentials(fields: dict[str, Any]) -> dict[str, Any]:
+    """A task's fields as the console shows them: a literal credential header as `***`."""
+    return {key: _redacted(key, value) for key, value in fields.items()}
+
+
 def _redacted(path: str, value: Any) -> Any:
     if path.lower() in _SECRET_PATHS and value is not None:
         return REDACTED

@@ -22,7 +22,7 @@ from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.validation import FieldError
 from entrypoints.http.console.forms import form_instant
-from entrypoints.http.console.history import change_lines
+from entrypoints.http.console.history import change_lines, without_literal_credentials
 from entrypoints.http.console.pictures import (
     LISTED_FIRE_TIMES,
     STRIP_RUNS,
@@ -118,7 +118,9 @@ class ConsolePages(Controller):
         history = await scheduling.task_history(task.id, HISTORY_PAGE_SIZE, history_cursor or None)
         _, upcoming = await scheduling.upcoming_annotated(task.id, UPCOMING)
         now = _now()
-        definition = task.spec().model_dump(mode="json", exclude={"description"})
+        definition = without_literal_credentials(
+            task.spec().model_dump(mode="json", exclude={"description"})
+        )
         listed = upcoming.occurrences[:LISTED_FIRE_TIMES]
         # What does not fire among the fire times listed, not among all 100 fetched.
         through = listed[-1].at if listed else None
@@ -145,7 +147,7 @@ class ConsolePages(Controller):
             paged=cursor is not None,
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
-            done=DONE_MESSAGES.get(done or ""),
+            done=done_message(done, paused=not task.enabled),
             history=[(version, change_lines(version.changes)) for version in history.items],
             history_cursor=history.next_cursor,
             history_paged=history_cursor is not None,
@@ -187,7 +189,9 @@ class ConsolePages(Controller):
             zone=zone,
             lateness=lateness,
             duration=duration,
-            done=DONE_MESSAGES.get(done or ""),
+            done=done_message(
+                done, cancelling=run.status in (RunStatus.RUNNING, RunStatus.CANCELLED)
+            ),
             now=_now(),
             live=run.status is RunStatus.RUNNING,
         )
@@ -197,7 +201,7 @@ class ConsolePages(Controller):
         self,
         request: Request[Any, Any, Any],
         scheduling: NamedDependency[SchedulingService],
-        status: FromQuery[RunStatus | None] = None,
+        status: Text = "",
         task: Text = "",
         tag: Text = "",
         since: Text = "",
@@ -209,12 +213,13 @@ class ConsolePages(Controller):
         next_cursor = None
         errors: dict[str, str] = {}
         try:
+            wanted = _status(errors, status)
             since_at = _checked(errors, "since", since)
             until_at = _checked(errors, "until", until)
             if errors:
                 raise InvalidRequest.of([FieldError(f, m) for f, m in errors.items()])
             page = await scheduling.list_all_runs(
-                status=status,
+                status=wanted,
                 task=task.strip() or None,
                 tag=tag.strip() or None,
                 since=since_at,
@@ -240,10 +245,10 @@ class ConsolePages(Controller):
                 "until": until,
                 "backfill": backfill,
             },
-            status=status.value if status else "",
+            status=status,
             statuses=[s.value for s in RunStatus],
             query=_query(
-                status=status.value if status else "",
+                status=status,
                 task=task,
                 tag=tag,
                 since=since,
@@ -254,6 +259,18 @@ class ConsolePages(Controller):
             paged=cursor is not None,
             live=not errors,
         )
+
+
+def _status(errors: dict[str, str], text: str) -> RunStatus | None:
+    """The status filter, or None with its error added to `errors` (a link may carry any
+    text: the list page names it, as it names a bad time)."""
+    if not text:
+        return None
+    try:
+        return RunStatus(text)
+    except ValueError:
+        errors["status"] = "one of " + ", ".join(s.value for s in RunStatus)
+        return None
 
 
 def _checked(errors: dict[str, str], field: str, text: str) -> datetime | None:
@@ -292,3 +309,12 @@ DONE_MESSAGES = {
     "resumed": "Resumed: the task fires at its next time.",
     "cancel-requested": "Cancel requested: the run stops shortly and is recorded cancelled.",
 }
+
+
+def done_message(
+    done: str | None, *, paused: bool | None = None, cancelling: bool | None = None
+) -> str | None:
+    """The words for `?done=`, only while the page's state still agrees with them: a
+    link kept or shared after someone resumed the task must not say it is paused."""
+    holds = {"paused": paused is True, "resumed": paused is False, "cancel-requested": cancelling}
+    return DONE_MESSAGES.get(done or "") if holds.get(done or "") else None

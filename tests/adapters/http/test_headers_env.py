@@ -199,3 +199,18 @@ async def test_an_unredacted_render_reads_them_and_names_a_missing_one(
     with pytest.raises(InvalidRequest) as raised:
         await make_executor().render(task, make_run(task), None, redact=False)
     assert raised.value.field == "target.headers_env.X-Api-Key"
+
+
+async def test_a_literal_authorization_header_echoed_back_is_scrubbed_too(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    # Written in the task rather than named by auth or headers_env, it is still a
+    # credential: the console hides it, and so must the run's excerpt.
+    recording_target.respond("/", Response(500, f"token {API_KEY} refused".encode()))
+    executor = make_executor(environ={})
+    task = http_task(recording_target.url("/"), headers={"Authorization": f"Bearer {API_KEY}"})
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert recording_target.received()[0].header("Authorization") == f"Bearer {API_KEY}"
+    assert outcome.response_excerpt == "token *** refused"

@@ -18,7 +18,9 @@
 
   function clock(date) {
     function two(n) { return (n < 10 ? "0" : "") + n; }
-    return two(date.getHours()) + ":" + two(date.getMinutes()) + ":" + two(date.getSeconds());
+    // In UTC, as the pages show every time beside the task's zone (never the browser's).
+    return two(date.getUTCHours()) + ":" + two(date.getUTCMinutes()) + ":" +
+      two(date.getUTCSeconds()) + " UTC";
   }
   function say(words, link) {
     notice.textContent = words;
@@ -60,13 +62,25 @@
       })
       .then(function (html) {
         if (html === null) { return; }
-        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+        var page = new DOMParser().parseFromString(html, "text/html");
+        var fresh = page.getElementById("live");
         if (!fresh) { stale("the answer was not this page"); return; }
         live.replaceChildren.apply(live, Array.prototype.slice.call(fresh.childNodes));
+        // The heading and the title say the status too (a run that just ended).
+        var heading = document.querySelector("main h1");
+        var freshHeading = page.querySelector("main h1");
+        if (heading && freshHeading) {
+          heading.replaceChildren.apply(heading, Array.prototype.slice.call(freshHeading.childNodes));
+        }
+        document.title = page.title;
+        var done = document.querySelector("main > .notice");
+        if (done && !page.querySelector("main > .notice")) { done.remove(); }
         shownAt = clock(new Date());
         notice.hidden = true;
+        // A page that is no longer live (the run ended) is not fetched again.
+        if (!page.querySelector("main[data-live]")) { window.clearInterval(timer); }
       })
       .catch(function () { stale("the answer could not be read"); });
   }
-  window.setInterval(refresh, seconds * 1000);
+  var timer = window.setInterval(refresh, seconds * 1000);
 }());
