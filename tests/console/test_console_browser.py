@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import VIEWER, log_in
+from tests.console.conftest import ADMIN, VIEWER, log_in
 from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.waiting import wait_for
 
@@ -284,4 +284,10 @@ def test_a_refresh_that_fails_says_so(new_page: Any) -> None:
     page.unroute_all()
     page.context.clear_cookies()
     expect()(notice).to_contain_text("Your session has ended", timeout=15_000)
-    expect()(notice.get_by_role("link", name="Log in again")).to_have_attribute("href", "/ui/login")
+    again = notice.get_by_role("link", name="Log in again")
+    expect()(again).to_have_attribute("href", "/ui/login?next=%2Fui%2Fruns")
+    # Logging in from there comes back to this page.
+    again.click()
+    page.get_by_label("API token").fill(ADMIN)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/ui/runs")

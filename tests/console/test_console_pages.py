@@ -120,9 +120,54 @@ async def test_a_csrf_token_belongs_to_one_session(guarded: Client) -> None:
         assert answer.status_code == 403
 
 
+async def test_logging_in_leads_back_to_the_page_asked_for(guarded: Client) -> None:
+    # A link from an alert, opened without a session, is where the login leads.
+    await create(guarded, cron_task("http://127.0.0.1:9/"))
+    asked = await guarded.get("/ui/runs?status=failed&task=nightly-report", follow_redirects=False)
+    login_page = asked.headers["location"]
+    assert login_page == "/ui/login?next=%2Fui%2Fruns%3Fstatus%3Dfailed%26task%3Dnightly-report"
+    form = await guarded.get(login_page)
+    assert 'name="next" value="/ui/runs?status=failed&amp;task=nightly-report"' in form.text
+    data = {"token": WRITER, "csrf_token": csrf_of(form.text), "next": "/ui/runs?status=failed"}
+    logged_in = await guarded.post("/ui/login", data=data, follow_redirects=False)
+    assert logged_in.headers["location"] == "/ui/runs?status=failed"
+    # Never to another site, nor back to the login page.
+    guarded.cookies.clear()
+    for elsewhere in ("https://evil.example/", "//evil.example/ui/", "/ui/login", "/api", "/ui\\x"):
+        form = await guarded.get("/ui/login", params={"next": elsewhere})
+        assert 'name="next"' not in form.text
+        data = {"token": WRITER, "csrf_token": csrf_of(form.text), "next": elsewhere}
+        answer = await guarded.post("/ui/login", data=data, follow_redirects=False)
+        assert answer.headers["location"] == "/ui/"
+        guarded.cookies.clear()
+
+
+async def test_a_form_posted_after_the_session_ended_says_it_was_not_done(
+    guarded: Client,
+) -> None:
+    await create(guarded, cron_task("http://127.0.0.1:9/"))
+    await log_in(guarded, WRITER)
+    page = await guarded.get("/ui/tasks/nightly-report")
+    guarded.cookies.delete("imbi_console")
+    pause = await guarded.post(
+        "/ui/tasks/nightly-report/pause",
+        data={"csrf_token": csrf_of(page.text)},
+        headers={"Referer": "http://testserver/ui/tasks/nightly-report"},
+        follow_redirects=False,
+    )
+    assert pause.headers["location"] == "/ui/login?next=%2Fui%2Ftasks%2Fnightly-report&lost=1"
+    said = (await guarded.get(pause.headers["location"])).text
+    assert "Your session had ended, so what you asked was not done" in said
+    bearer = {"Authorization": f"Bearer {WRITER}"}
+    task = await guarded.get("/tasks/nightly-report", headers=bearer)
+    assert task.json()["enabled"] is True
+
+
 async def test_with_tokens_the_console_asks_for_one(guarded: Client) -> None:
     answer = await guarded.get("/ui/tasks", follow_redirects=False)
-    assert answer.status_code == 303 and answer.headers["location"] == "/ui/login"
+    assert (
+        answer.status_code == 303 and answer.headers["location"] == "/ui/login?next=%2Fui%2Ftasks"
+    )
     wrong = await submit_login(guarded, "guess")
     assert wrong.status_code == 401
     assert "not configured" in wrong.text

@@ -37,6 +37,16 @@ class LoginRequired(NotAuthorizedException):
     """No valid session: the console sends the person to its login page."""
 
 
+def return_path(value: object) -> str | None:
+    """The console page to go back to after logging in (`next`): only a path of this
+    console, never another site's address nor the login page itself."""
+    if not isinstance(value, str) or not value.startswith("/ui/") or len(value) > 2000:
+        return None
+    if value.startswith("/ui/login") or "\\" in value or any(ord(c) < 0x21 for c in value):
+        return None
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     secret: str  # the cookie's value: the API token, or a random id without tokens

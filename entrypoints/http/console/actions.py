@@ -8,12 +8,12 @@ Every action checks the form's CSRF token before anything else (`check_csrf`, th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
-from litestar.params import FromPath
+from litestar.params import FromPath, QueryParameter
 from litestar.response import Redirect
 
 from adapters.http.requests import body_text
@@ -29,6 +29,7 @@ from entrypoints.http.console.access import (
     login_cookie,
     login_csrf_ok,
     login_form_secret,
+    return_path,
     session_cookie,
 )
 from entrypoints.http.console.forms import backfill_request
@@ -162,10 +163,25 @@ class ConsoleLogin(Controller):
 
     @get("/", name="console:login", include_in_schema=False)
     async def form(
-        self, request: Request[Any, Any, Any], console_gate: NamedDependency[LoginGate]
+        self,
+        request: Request[Any, Any, Any],
+        console_gate: NamedDependency[LoginGate],
+        next_page: Annotated[str | None, QueryParameter(name="next", max_length=2000)] = None,
+        lost: Annotated[str | None, QueryParameter(max_length=1)] = None,
     ) -> Response[str]:
         # Without tokens there is nothing to log in with: the page says so.
-        return _login_page(request, 200, None, tokens_configured=bool(console_gate.known))
+        error = (
+            "Your session had ended, so what you asked was not done: log in, then try again."
+            if lost
+            else None
+        )
+        return _login_page(
+            request,
+            200,
+            error,
+            tokens_configured=bool(console_gate.known),
+            next_page=return_path(next_page),
+        )
 
     @post("/", name="console:login-submit", status_code=303, include_in_schema=False)
     async def submit(
@@ -174,25 +190,31 @@ class ConsoleLogin(Controller):
         if not console_gate.known:
             return Redirect("/ui/", status_code=303)
         form = await request.form()
+        back = return_path(form.get("next"))
         if not login_csrf_ok(request, form.get(CSRF_FIELD)):
-            return _login_page(request, 403, "The login form had expired: please log in again.")
+            return _login_page(
+                request, 403, "The login form had expired: please log in again.", next_page=back
+            )
         token = form.get("token")
         token = token.strip() if isinstance(token, str) else ""
         if not token:  # nothing guessed: neither counted nor refused
-            return _login_page(request, 401, "Enter an API token.")
+            return _login_page(request, 401, "Enter an API token.", next_page=back)
         # The API's limit on guessing counts the login form's failures too.
         peer = request.client.host if request.client else ""
         wait = console_gate.limiter.retry_after(peer)
         if wait is not None:
             response = _login_page(
-                request, 429, f"Too many unknown tokens from this address: try again in {wait} s."
+                request,
+                429,
+                f"Too many unknown tokens from this address: try again in {wait} s.",
+                next_page=back,
             )
             response.headers["Retry-After"] = str(wait)
             return response
         if grant_of(console_gate.known, token) is None:
             console_gate.limiter.failed(peer)
-            return _login_page(request, 401, "That token is not configured.")
-        redirect = Redirect("/ui/", status_code=303)
+            return _login_page(request, 401, "That token is not configured.", next_page=back)
+        redirect = Redirect(back or "/ui/", status_code=303)
         redirect.set_cookie(session_cookie(request, token))
         return redirect
 
@@ -208,8 +230,10 @@ def _login_page(
     error: str | None,
     *,
     tokens_configured: bool = True,
+    next_page: str | None = None,
 ) -> Response[str]:
-    """The login form, its CSRF token bound to the browser's login cookie."""
+    """The login form, its CSRF token bound to the browser's login cookie; `next_page`
+    is where a successful login leads (the console's front page without one)."""
     secret, new = login_form_secret(request)
     response = render(
         request,
@@ -219,6 +243,7 @@ def _login_page(
         live=False,
         login_csrf=csrf_token_of(secret),
         tokens_configured=tokens_configured,
+        next_page=next_page,
     )
     if new:
         response.set_cookie(login_cookie(request, secret))

@@ -4,19 +4,32 @@ and the words; the console shows them as HTML, and sends the anonymous to log in
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from litestar import Request, Response
 from litestar.exceptions import MethodNotAllowedException, NotFoundException
 from litestar.response import Redirect
 from litestar.types import ExceptionHandlersMap
 
-from entrypoints.http.console.access import LoginRequired
+from entrypoints.http.console.access import LoginRequired, return_path
 from entrypoints.http.console.rendering import SECURITY_HEADERS, render
 from entrypoints.http.problems import EXCEPTION_HANDLERS, http_error
 
 
 def login_required(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    return Redirect("/ui/login", status_code=303)
+    """To the login page, and from there back to the page asked for (a link from an
+    alert); a form posted without a session was not acted on, and the login page says
+    so, coming back to the page the form was on."""
+    if request.method in ("GET", "HEAD"):
+        asked = request.url.query
+        wanted, lost = request.url.path + (f"?{asked}" if asked else ""), False
+    else:
+        referer = urlsplit(request.headers.get("referer", ""))
+        wanted, lost = referer.path + (f"?{referer.query}" if referer.query else ""), True
+    back: dict[str, str] = {"next": page} if (page := return_path(wanted)) else {}
+    if lost:
+        back["lost"] = "1"
+    return Redirect("/ui/login" + (f"?{urlencode(back)}" if back else ""), status_code=303)
 
 
 def error_page(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

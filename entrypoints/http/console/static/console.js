@@ -38,7 +38,8 @@
   }
   function loggedOut() {
     say("Your session has ended, so this page is no longer refreshed.", {
-      href: "/ui/login", text: "Log in again"
+      href: "/ui/login?next=" + encodeURIComponent(window.location.pathname + window.location.search),
+      text: "Log in again"
     });
   }
   function refresh() {
