@@ -17,6 +17,7 @@ from tests.console.test_console_pages import Client, csrf_of
 from tests.console.test_console_pages import open_console as open_console  # fixture
 from tests.entrypoints.helpers import cron_task
 from tests.fixtures.target import RecordingTarget, Response
+from tests.fixtures.waiting import eventually
 
 # Daily at 03:00 UTC: nothing fires while a test runs, and the past holds fire times.
 DAILY = {"kind": "cron", "expression": "0 3 * * *", "timezone": "UTC"}
@@ -93,6 +94,23 @@ async def test_a_form_without_overlap_backfills_one_slot_at_a_time(
     assert task_page.count('<span class="tag">backfill</span>') == len(fires)
     run_page = (await open_console.get(f"/ui/runs/{runs[0]['id']}")).text
     assert f'href="/ui/runs?backfill={runs[0]["backfill_id"]}"' in run_page
+    # The runs page says what the backfill is, and cancels what of it has not started.
+    assert 'Backfill of <a href="/ui/tasks/daily">daily</a>' in shown.text
+    assert f"{len(fires)} runs" in shown.text and "Cancel backfill" in shown.text
+    backfill_id = runs[0]["backfill_id"]
+    cancelled = await open_console.post(
+        f"/ui/backfills/{backfill_id}/cancel", data={"csrf_token": csrf_of(shown.text)}
+    )
+    assert cancelled.status_code == 200 and f"cancelled={len(fires)}" in str(cancelled.url)
+    assert f"Backfill cancelled: {len(fires)} of its runs were not finished" in cancelled.text
+
+    async def all_cancelled() -> bool:
+        runs = (await open_console.get("/runs")).json()["items"]
+        return [r["status"] for r in runs] == ["cancelled"] * len(fires)
+
+    await eventually(all_cancelled, "the running one to stop too")
+    assert (await open_console.get(f"/backfills/{backfill_id}")).json()["status"] == "cancelled"
+    assert "Cancel backfill" not in cancelled.text
 
 
 @pytest.mark.parametrize(

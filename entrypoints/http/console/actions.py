@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
@@ -147,6 +148,20 @@ class ConsoleActions(Controller):
         except ValueError:
             raise RunNotFound(run_id) from None
         return Redirect(f"/ui/runs/{run.id}?done=cancel-requested", status_code=303)
+
+    @post(
+        "/backfills/{backfill_id:str}/cancel",
+        name="console:cancel-backfill",
+        include_in_schema=False,
+    )
+    async def cancel_backfill(
+        self, backfill_id: FromPath[str], backfills: NamedDependency[BackfillService]
+    ) -> Redirect:
+        """The same use case as `POST /backfills/{id}/cancel`: its runs not yet started are
+        cancelled; back to its runs, which say so."""
+        cancelled = await backfills.cancel(backfill_id)
+        query = urlencode({"backfill": backfill_id, "cancelled": cancelled})
+        return Redirect(f"/ui/runs?{query}", status_code=303)
 
     @post("/logout", name="console:logout", opt={MUTATION: False}, include_in_schema=False)
     async def logout(self, request: Request[Any, Any, Any]) -> Redirect:

@@ -15,9 +15,10 @@ from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, QueryParameter
 
+from application.backfills import BackfillService
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
-from domain.errors import InvalidRequest, RunNotFound, TaskNotFound
+from domain.errors import BackfillNotFound, InvalidRequest, RunNotFound, TaskNotFound
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.validation import FieldError
@@ -201,6 +202,7 @@ class ConsolePages(Controller):
         self,
         request: Request[Any, Any, Any],
         scheduling: NamedDependency[SchedulingService],
+        backfills: NamedDependency[BackfillService],
         status: Text = "",
         task: Text = "",
         tag: Text = "",
@@ -208,6 +210,7 @@ class ConsolePages(Controller):
         until: Text = "",
         backfill: Text = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
+        cancelled: Annotated[int | None, QueryParameter(ge=0)] = None,
     ) -> Response[str]:
         runs: list[Run] = []
         next_cursor = None
@@ -232,9 +235,15 @@ class ConsolePages(Controller):
         except InvalidRequest as exc:  # shown above the form, which keeps what was typed
             errors = {error.field: error.message for error in exc.errors}
         tasks = await _tasks_of(scheduling, runs)
+        made = None
+        if backfill.strip() and not errors:  # its runs are listed: say what it is
+            with suppress(BackfillNotFound):
+                made = await backfills.get(backfill.strip())
         return render(
             request,
             "runs.html",
+            made=made,
+            cancelled=cancelled if made is not None else None,
             status_code=422 if errors else 200,
             errors=errors,
             rows=[(run, tasks.get(run.task_id)) for run in runs],
