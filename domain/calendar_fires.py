@@ -55,6 +55,7 @@ def _excluding(
     current = schedule.unbounded_next(floor, omitted)
     free: Occurrence | None = None  # annotating: the next free fire, once looked for
     while current is not None:
+        current = _shown(schedule, current, calendar)
         if current.wall.date() not in calendar:
             yield current
         elif omitted is None:
@@ -71,6 +72,24 @@ def _excluding(
         current = schedule.unbounded_next(current.at, omitted)
 
 
+def _shown(schedule: Schedule, occurrence: Occurrence, calendar: Calendar) -> Occurrence:
+    """`occurrence` as the calendar sees it. One instant may be named by two wall times
+    on two dates (a DST gap across midnight: Saturday 23:30 shifted through the gap is
+    Sunday 00:30), and the occurrence shows the earlier one; when that one's date is
+    held and the instant's own wall time is a fire time of the schedule on a free date,
+    the instant fires, as that wall time (docs/triggers.md, "Calendars")."""
+    day = occurrence.wall.date()
+    if day not in calendar:
+        return occurrence
+    own = occurrence.at.astimezone(zone(schedule.timezone)).replace(tzinfo=None)
+    if own.date() == day or own.date() in calendar or not schedule.names(own):
+        return occurrence
+    for moment, flags in schedule.read_on(own.date(), own.time()):
+        if moment == occurrence.at:
+            return Occurrence(moment, own, flags)
+    return occurrence
+
+
 def _first_free(
     schedule: Schedule, current: Occurrence, calendar: Calendar, end: datetime | None
 ) -> Occurrence | None:
@@ -81,6 +100,7 @@ def _first_free(
     limit = calendar.search_limit(current.wall.date())
     found: Occurrence | None = current
     while found is not None:
+        found = _shown(schedule, found, calendar)
         day = found.wall.date()
         if day not in calendar or (end is not None and found.at > end):
             return found
@@ -117,12 +137,15 @@ def _rolling_forward(
     current = _last_at_or_before(memo, floor) or schedule.unbounded_next(floor, omitted)
     last = floor
     while current is not None:
+        current = _shown(schedule, current, calendar)
         if omitted is None and (skipped := _rolled_past_forward(memo, current, calendar)):
             current = skipped.to
             continue
         following = (
             memo(current.at) if omitted is None else schedule.unbounded_next(current.at, omitted)
         )
+        if following is not None:
+            following = _shown(schedule, following, calendar)
         if current.wall.date() not in calendar:
             if current.at > last:
                 yield current
@@ -162,6 +185,7 @@ def _rolling_back(
     last = floor
     previous_day: date | None = None
     while current is not None:
+        current = _shown(schedule, current, calendar)
         if omitted is None and _rolled_past_back(current, previous_day, calendar):
             previous, previous_day = current.at, current.wall.date()
             current = _after_its_date(schedule, current)

@@ -64,6 +64,10 @@ class Schedule(Protocol):
         ignoring `start_at` / `end_at` (an anchor is not a bound)."""
         ...
 
+    def names(self, wall: datetime) -> bool:
+        """Whether the unrolled schedule has the naive wall time `wall`."""
+        ...
+
     def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
         """The instants (and flags) of wall time `wall` on `day`, under the DST policy."""
         ...

@@ -81,6 +81,13 @@ class _Schedule(BaseModel):
         """The first occurrence strictly after `floor`, bounds and calendar aside; wall
         times that do not fire are told to `omitted` when it is a list."""
 
+    def names(self, wall: datetime) -> bool:
+        """Whether the unrolled schedule has the naive wall time `wall`. Asked only of a
+        wall time other than the one an occurrence shows (calendar_fires): the kinds
+        whose occurrences show the one wall time they have (an interval, a one-shot)
+        name no other."""
+        return False
+
     def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
         """The instants (and flags) of wall time `wall` on `day`, by the DST policy."""
         policy = self.policy()
@@ -175,6 +182,9 @@ class CronTrigger(_Bounded):
         except OverflowError:  # the search ran past year 9999
             return None
         return None if found is None else Occurrence(*found)
+
+    def names(self, wall: datetime) -> bool:
+        return _cron.parse(self.expression).later_same_day(wall) == wall
 
     def read_on(self, day: date, wall: time) -> tuple[Reading, ...]:
         policy = self.dst or DEFAULT_DST
@@ -318,6 +328,21 @@ class CalendarTrigger(_Bounded):
             return self._first_fire_after(floor, omitted)
         except OverflowError:
             return None
+
+    def names(self, wall: datetime) -> bool:
+        if wall.time() != time(self.hour, self.minute, self.second):
+            return False
+        first = self.first_date()
+        elapsed = (wall.date() - first).days
+        period = (12 * self.years + self.months) * 30.436875 + 7 * self.weeks + self.days
+        if elapsed < 0:
+            return False
+        # The estimate is off by at most one step (a month's length around its mean).
+        guess = int(elapsed / period)
+        try:
+            return any(self._wall(k, first)[0] == wall for k in range(max(0, guess - 2), guess + 3))
+        except OverflowError:
+            return False
 
     def _wall(self, k: int, first: date) -> tuple[datetime, bool]:
         """The k-th fire's wall time, computed from the anchor date `first`, never

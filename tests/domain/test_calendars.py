@@ -289,6 +289,17 @@ def test_calendared_cron_agrees_with_the_naive_reference(
     offsets: set[int],
     weekend: set[int],
 ) -> None:
+    _agrees_with_the_reference(expression, place, policy, dst, offsets, weekend)
+
+
+def _agrees_with_the_reference(
+    expression: str,
+    place: tuple[str, datetime],
+    policy: str,
+    dst: DstSpelling,
+    offsets: set[int],
+    weekend: set[int],
+) -> None:
     zone, after = place
     local = after.date()
     holidays = {local + timedelta(days=offset) for offset in offsets}
@@ -303,6 +314,73 @@ def test_calendared_cron_agrees_with_the_naive_reference(
         expression, zone, after, holidays, weekend, policy, **dst
     )
     assert trigger.next_fire_time(after, {"c": calendar}) == expected
+
+
+# Zones whose spring gap ends at midnight (Nuuk every year, Apia skipping 2011-12-30
+# whole): a wall time shifted through the gap names the same instant as a wall time of
+# the next date, so one instant belongs to two dates.
+MIDNIGHT_GAPS = ["America/Nuuk", "Pacific/Apia"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    expression=EXPRESSIONS,
+    place=zone_and_instant(zones=MIDNIGHT_GAPS),
+    policy=st.sampled_from(["exclude", "next_business_day", "previous_business_day"]),
+    dst=POLICIES,
+    offsets=st.sets(st.integers(-3, 3), max_size=4),
+    weekend=st.sets(st.integers(0, 6), max_size=2),
+)
+def test_an_instant_two_dates_name_fires_when_either_date_is_free(
+    expression: str,
+    place: tuple[str, datetime],
+    policy: str,
+    dst: DstSpelling,
+    offsets: set[int],
+    weekend: set[int],
+) -> None:
+    _agrees_with_the_reference(expression, place, policy, dst, offsets, weekend)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "held", "after", "expected"),
+    [
+        # Saturday 23:30 does not exist in Nuuk on 2026-03-28; read through the gap it
+        # is Sunday 00:30, a fire time of its own on a date the calendar leaves free.
+        (
+            {"kind": "cron", "expression": "30 0,23 * * *", "timezone": "America/Nuuk"},
+            "2026-03-28",
+            datetime(2026, 3, 28, 12, tzinfo=timezone.utc),
+            ["2026-03-29T01:30:00+00:00", "2026-03-30T00:30:00+00:00"],
+        ),
+        # Apia skipped 2011-12-30: its 09:00 is the 31st's 09:00, which is not held.
+        (
+            {
+                "kind": "calendar",
+                "days": 1,
+                "hour": 9,
+                "start_date": "2011-12-01",
+                "timezone": "Pacific/Apia",
+            },
+            "2011-12-30",
+            datetime(2011, 12, 29, 20, tzinfo=timezone.utc),
+            ["2011-12-30T19:00:00+00:00", "2011-12-31T19:00:00+00:00"],
+        ),
+    ],
+)
+def test_an_excluded_date_does_not_take_the_next_dates_fire_time_with_it(
+    trigger: dict[str, object], held: str, after: datetime, expected: list[str]
+) -> None:
+    excluding = TRIGGER_ADAPTER.validate_python(
+        {**trigger, "calendar": {"name": "c", "policy": "exclude"}}
+    )
+    calendars = {"c": Calendar(name="c", dates=[held])}
+
+    annotated = excluding.annotated(after, 2, calendars)
+
+    assert [o.at.isoformat() for o in annotated.occurrences] == expected
+    # Shown as the wall time of the free date, not the held one.
+    assert annotated.occurrences[0].wall.date() > date.fromisoformat(held)
 
 
 class TestAnExcludeSearchEnds:

@@ -34,6 +34,7 @@ ZONES = [
     "Pacific/Chatham",  # +12:45 / +13:45
     "Africa/Casablanca",  # Ramadan transitions weeks apart
     "Asia/Kolkata",  # no DST, half-hour offset
+    "America/Nuuk",  # its spring gap ends at midnight: one instant, two dates
 ]
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
