@@ -101,7 +101,9 @@ async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
     await create(open_console, cron_task("http://127.0.0.1:9/", "weekdays", trigger=trigger), None)
 
     page = (await open_console.get("/ui/tasks/weekdays")).text
-    found = re.search(r"<summary>(\d+) wall times? up to the last of these that do not fire", page)
+    found = re.search(
+        r"<summary>(\d+) wall times? \(\S+\) up to the last of these that do not fire", page
+    )
     assert found, "the page lists no wall times that do not fire"
     gone = page.split('class="omitted"')[1].split("</ul>")[0].count("<li>")
     assert gone == int(found.group(1))
@@ -126,7 +128,9 @@ async def test_a_task_firing_every_second_past_a_year_of_held_dates_says_the_lis
     await create(open_console, cron_task("http://127.0.0.1:9/", "dense", trigger=trigger), None)
 
     page = (await open_console.get("/ui/tasks/dense")).text
-    assert "<summary>More than 1000 wall times up to the last of these that do not fire" in page
+    assert (
+        "<summary>More than 1000 wall times (UTC) up to the last of these that do not fire" in page
+    )
     assert "The first 1000 of them:" in page
     assert page.split('class="omitted"')[1].split("</ul>")[0].count("<li>") == 1000
     first_free = (today + timedelta(days=400)).isoformat()
