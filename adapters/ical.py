@@ -15,11 +15,11 @@ import icalendar
 from icalendar.parser import Contentline
 from pydantic import ValidationError
 
-from domain.calendars import Calendar
+from domain.calendars import MAX_DATES, Calendar
 from domain.errors import InvalidRequest
 from domain.validation import field_errors
 
-_LONGEST_EVENT_DAYS = 10_000
+_LONGEST_EVENT_DAYS = MAX_DATES  # an event of more days could not fit a calendar
 
 
 def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
@@ -58,7 +58,13 @@ def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
             yearly.add(f"{start.month:02}-{start.day:02}")
             continue
         end = _as_date(event.get("DTEND")) or start + timedelta(days=1)
-        for offset in range(min(max((end - start).days, 1), _LONGEST_EVENT_DAYS)):
+        if (end - start).days > _LONGEST_EVENT_DAYS:  # never cut short without a word
+            raise InvalidRequest(
+                field,
+                f"event {event.get('SUMMARY', '')!s:.60}: lasts {(end - start).days:,} days,"
+                f" more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds",
+            )
+        for offset in range(max((end - start).days, 1)):
             dates.add(start + timedelta(days=offset))
     try:
         return Calendar(name=name, dates=tuple(sorted(dates)), yearly=tuple(sorted(yearly)))

@@ -18,7 +18,12 @@ from application.patching import merge_patch, unknown_removals
 from application.ports import Clock, TaskStore
 from application.refs import by_id_or_name
 from domain.calendars import CALENDAR_FIELDS, Calendar, StoredCalendar, empty_calendar
-from domain.errors import CalendarNotFound, CalendarVersionConflict, InvalidRequest
+from domain.errors import (
+    CalendarNotFound,
+    CalendarVersionConflict,
+    DuplicateCalendarName,
+    InvalidRequest,
+)
 from domain.instants import truncate
 from domain.preconditions import PutConditions
 from domain.triggers import Trigger
@@ -142,11 +147,19 @@ class CalendarService:
         if calendar.name != name:
             raise InvalidRequest("name", f"must be the name in the path, {name!r}")
         if_match = conditions.version
-        try:
-            current = await self._store.get_calendar(name)
-        except CalendarNotFound:
-            conditions.check("calendar", name, stored=False)
-            return await self.create(calendar), 0, True
+        for attempt in count():
+            try:
+                current = await self._store.get_calendar(name)
+            except CalendarNotFound:
+                conditions.check("calendar", name, stored=False)
+                try:
+                    return await self.create(calendar), 0, True
+                except DuplicateCalendarName:
+                    # Created meanwhile (another PUT of the same file): replace it
+                    # instead, or refuse by the conditions, as a task's PUT does.
+                    await before_retry(attempt, f"calendar {name!r}")
+                    continue
+            break
         conditions.check("calendar", name, stored=True)
         if _fields(current) == _fields(calendar):
             # As for tasks, a PUT that changes nothing keeps the version (deploy
@@ -189,6 +202,10 @@ class CalendarService:
             if if_match is not None and current.version != if_match:
                 raise CalendarVersionConflict(current.name, if_match, current.version)
             wanted: Calendar = change(current)
+            if _fields(wanted) == _fields(current):
+                # Nothing to write: the calendar and the tasks naming it keep their
+                # versions (a PATCH of `{}`, an import of dates it already holds).
+                return current, 0
             now = truncate(self._clock.now())
             new = current.model_copy(update={**_fields(wanted), "updated_at": now})
             try:

@@ -66,6 +66,19 @@ def test_recurrences_other_than_yearly_are_refused() -> None:
         calendar_from_ics("office", body)
 
 
+def test_an_event_longer_than_a_calendar_can_hold_is_refused_not_cut_short() -> None:
+    # 2020-01-01 to 2050-01-01 is 10,958 days: keeping the first 10,000 lost 958 silently.
+    body = HOLIDAYS.replace("DTEND;VALUE=DATE:20261227", "DTEND;VALUE=DATE:20500101").replace(
+        "DTSTART;VALUE=DATE:20261224", "DTSTART;VALUE=DATE:20200101"
+    )
+    with pytest.raises(InvalidRequest) as caught:
+        calendar_from_ics("office", body)
+    assert caught.value.field == "body"
+    assert "lasts 10,958 days, more than the 10,000 dates a calendar holds" in caught.value.message
+    exactly = body.replace("DTEND;VALUE=DATE:20500101", "DTEND;VALUE=DATE:20470519")
+    assert len(calendar_from_ics("office", exactly).dates) == 10_000
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -4,7 +4,7 @@ task was not scheduled for (paused then, or not created yet)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from uuid import uuid4
 
 from adapters.clock import FakeClock
@@ -88,3 +88,28 @@ async def test_an_occurrence_the_task_was_paused_for_that_a_backfill_ran(
 
     assert (answer.occurrence, answer.verdict) == (T0 + MINUTE, Verdict.RAN)
     assert [r.id for r in answer.runs] == [run.id]
+
+
+async def test_a_dst_gap_before_the_task_existed_is_not_the_backfilled_day_before(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    # 02:30 New York did not exist on 2026-03-08; under `gap: skip` nothing fired. A
+    # backfill over those days ran the 7th and the 9th: the 8th is still dst_skipped.
+    clock.set(datetime(2026, 3, 20, tzinfo=UTC))
+    trigger = {
+        "kind": "cron",
+        "expression": "30 2 * * *",
+        "timezone": "America/New_York",
+        "dst": {"gap": "skip"},
+    }
+    task = await service.create_task(task_spec(name="gap", trigger=trigger))
+    now = datetime(2026, 3, 20, 0, 1, tzinfo=UTC)
+    await backfilled(memory_store, task, datetime(2026, 3, 7, 7, 30, tzinfo=UTC), now)
+    await backfilled(memory_store, task, datetime(2026, 3, 9, 6, 30, tzinfo=UTC), now)
+
+    answer = await service.explain("gap", datetime(2026, 3, 8, 8, 0, tzinfo=UTC))
+
+    assert answer.verdict is Verdict.DST_SKIPPED, answer.detail
+    assert answer.detail.startswith("dst_skipped: 2026-03-08 02:30:00 did not exist")
+    after = await service.explain("gap", datetime(2026, 3, 9, 7, 0, tzinfo=UTC))
+    assert after.verdict is Verdict.RAN

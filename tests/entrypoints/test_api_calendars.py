@@ -138,6 +138,15 @@ async def test_an_icalendar_body_adds_its_dates(api: Client) -> None:
     )
     assert stale.status_code == 412
     assert (await api.get("/calendars/closures")).json()["version"] == 2
+    # The same file again, or a patch that changes nothing, writes nothing: the calendar
+    # and the tasks naming it keep their versions (their ETags).
+    await api.post("/tasks", json=daily_task())
+    again = await api.post("/calendars/closures/import", content=ICS, headers=headers)
+    assert (again.status_code, again.headers["etag"]) == (200, '"2"')
+    for patch in ({}, {"dates": [*days, "2030-12-24"]}):
+        unchanged = await api.patch("/calendars/closures", json=patch)
+        assert (unchanged.status_code, unchanged.headers["etag"]) == (200, '"2"')
+    assert (await api.get("/tasks/payroll")).json()["version"] == 1
 
 
 async def test_a_change_replans_the_tasks_naming_the_calendar(api: Client) -> None:

@@ -108,3 +108,26 @@ async def test_concurrent_patches_of_one_calendar_all_land(api: httpx.AsyncClien
     assert statuses(answers) == [200] * WRITERS, [a.text for a in answers]
     calendar = (await api.get("/calendars/holidays")).json()
     assert calendar["version"] == WRITERS + 1
+
+
+async def test_concurrent_puts_of_one_calendar_all_land(api: httpx.AsyncClient) -> None:
+    # Parallel deploy jobs PUT the same calendar file: one creates it, the others
+    # replace it (they answered 409 duplicate-name, as no PUT of a task does).
+    def body(n: int) -> dict[str, Any]:
+        return {"name": "closures", "dates": ["2030-01-01"], "description": f"e{n}"}
+
+    answers = await asyncio.gather(
+        *(api.put("/calendars/closures", json=body(n)) for n in range(10))
+    )
+
+    assert statuses(answers) == [200] * 9 + [201], [a.text for a in answers]
+    # With If-None-Match: * ("create only"), the losers are told it exists: 412.
+    guarded = await asyncio.gather(
+        *(
+            api.put(
+                "/calendars/only-once", json={"name": "only-once"}, headers={"If-None-Match": "*"}
+            )
+            for _ in range(5)
+        )
+    )
+    assert statuses(guarded) == [201] + [412] * 4, [a.text for a in guarded]
