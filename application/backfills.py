@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID, uuid4
 
@@ -73,6 +73,7 @@ class BackfillService:
         *,
         replica: str,
         calendar_store: CalendarStore | None = None,
+        retention: timedelta | None = None,
     ) -> None:
         self._store = store
         self._lookup = lookup  # a task by id or name (SchedulingService.get_task)
@@ -80,6 +81,7 @@ class BackfillService:
         self._dispatcher = dispatcher
         self._replica = replica
         self._calendar_store = calendar_store  # the calendar a trigger names, as it is now
+        self._retention = retention  # runs scheduled longer ago are swept: none made there
 
     async def backfill(
         self, ref: str | UUID, request: BackfillRequest, *, actor: str | None = None
@@ -92,7 +94,7 @@ class BackfillService:
         calendars = None
         if self._calendar_store is not None:
             calendars = await calendars_for(self._calendar_store, task.trigger, strict=False)
-        occurrences = backfill_fire_times(task, start, end, now, calendars)
+        occurrences = backfill_fire_times(task, start, end, now, calendars, self._retention)
         check_overlap(task, request.overlap)
         made = await self._store.backfill(
             task.id,

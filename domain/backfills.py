@@ -46,14 +46,29 @@ class BackfillRequest:
 
 
 def backfill_fire_times(
-    task: Task, start: datetime, end: datetime, now: datetime, calendars: Calendars = None
+    task: Task,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    calendars: Calendars = None,
+    retention: timedelta | None = None,
 ) -> list[datetime]:
     """The fire times of the task's trigger in `[start, end]`, oldest first.
 
-    Raises InvalidRequest naming the field: a reversed range (`end`), a range reaching
-    past `now` (`end`), more than MAX_BACKFILL fire times (`end`)."""
+    Raises InvalidRequest naming the field: a start older than the run `retention` (the
+    sweep would delete the runs, and with them every record of the backfill: `start`),
+    a reversed range (`end`), a range reaching past `now` (`end`), more than
+    MAX_BACKFILL fire times (`end`)."""
     if start < EARLIEST_BACKFILL:
         raise InvalidRequest("start", "must not be before 1970-01-01T00:00:00Z")
+    if retention is not None and start < now - retention:
+        kept = (now - retention).isoformat().replace("+00:00", "Z")
+        raise InvalidRequest(
+            "start",
+            f"must not be before {kept}: runs scheduled longer ago than the run retention"
+            f" ({retention.total_seconds() / 86_400:g} days) are deleted by its sweep, so"
+            " the backfill's runs would vanish with their record",
+        )
     if end < start:
         raise InvalidRequest("end", "must not be before start")
     if end > now:

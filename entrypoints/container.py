@@ -173,6 +173,7 @@ class Container(containers.DeclarativeContainer):
         dispatcher=engine,
         replica=settings.provided.replica,
         calendar_store=task_store,
+        retention=providers.Callable(engine_settings, settings).provided.run_retention,
     )
     sync = providers.Singleton(
         TaskSync, store=task_store, executor=executor, clock=clock, service=scheduling

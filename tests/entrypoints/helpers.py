@@ -3,6 +3,7 @@ request bodies, and the checks of an RFC 9457 problem answer the error tests sha
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from litestar.testing import AsyncTestClient
@@ -66,3 +67,10 @@ def fields(problem: dict[str, Any]) -> list[str]:
 
 async def task_count(client: Client) -> int:
     return len((await client.get("/tasks")).json()["items"])
+
+
+def recent_days(first: int = 3, last: int = 2) -> tuple[datetime, datetime]:
+    """Midnight UTC `first` days ago and `last` days ago: a backfill's range in the past
+    but within the run retention (30 days), which a fixed date would leave one day."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return today - timedelta(days=first), today - timedelta(days=last)

@@ -119,12 +119,25 @@ def _bad(now: datetime) -> list[tuple[dict[str, Any], str]]:
     return [
         ({"start": now.isoformat(), "end": week_ago.isoformat()}, "end"),  # reversed
         ({"start": week_ago.isoformat(), "end": (now + DAY).isoformat()}, "end"),  # future
-        ({"start": (now - 1100 * DAY).isoformat(), "end": now.isoformat()}, "end"),  # > 1,000
+        # Older than the run retention (30 days): the sweep would delete what it made.
+        ({"start": (now - 31 * DAY).isoformat(), "end": now.isoformat()}, "start"),
         ({"start": week_ago.isoformat(), "end": now.isoformat(), "overlap": "skip"}, "overlap"),
         ({"start": "2026-01-01T00:00:00", "end": now.isoformat()}, "start"),  # no offset
         ({"end": now.isoformat()}, "start"),
         ({"start": week_ago.isoformat(), "end": now.isoformat(), "every": 1}, "every"),
     ]
+
+
+async def test_more_than_a_thousand_fire_times_is_a_422_on_end(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    every_minute = {"kind": "cron", "expression": "* * * * *", "timezone": "UTC"}
+    await client.post("/tasks", json=cron_task(recording_target.url(), trigger=every_minute))
+    now = datetime.now(UTC)
+    body = {"start": (now - 2 * DAY).isoformat(), "end": now.isoformat()}  # 2,880 of them
+    problem = assert_problem(await client.post("/tasks/nightly-report/backfill", json=body), 422)
+    assert fields(problem) == ["end"]
+    assert "more than 1,000 fire times" in problem["errors"][0]["message"]
 
 
 @pytest.mark.parametrize("case", range(7))

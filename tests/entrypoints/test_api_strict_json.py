@@ -7,11 +7,12 @@ both stores; every documented form of a field still works."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta, timezone
 from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.helpers import assert_problem, cron_task, fields
+from tests.entrypoints.helpers import assert_problem, cron_task, fields, recent_days
 
 Client = AsyncTestClient[Any]
 URL = "http://127.0.0.1:9/"
@@ -190,7 +191,8 @@ async def test_every_bad_member_of_a_patch_is_named_at_once(api: Client) -> None
 async def test_the_other_bodies_are_strict_too(api: Client) -> None:
     await api.post("/tasks", json=cron_task(URL, name="t1"))
     trigger = {"kind": "cron", "expression": "0 9 * * *"}
-    range_ = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"}
+    first, last = recent_days()
+    range_ = {"start": first.isoformat(), "end": last.isoformat()}
     cases: list[tuple[str, str, dict[str, Any], str]] = [
         ("POST", "/triggers/preview", {"trigger": trigger, "count": "3"}, "count"),
         ("POST", "/triggers/preview", {"trigger": trigger, "after": 0}, "after"),
@@ -232,11 +234,12 @@ async def test_the_other_bodies_keep_their_documented_forms(api: Client) -> None
     )
     assert preview.json()["fire_times"] == ["2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"]
 
+    start, end = recent_days()  # an offset other than Z, and Z
     backfill = await api.post(
         "/tasks/t1/backfill",
         json={
-            "start": "2026-01-01T00:00:00+01:00",
-            "end": "2026-01-02T00:00:00Z",
+            "start": start.astimezone(timezone(timedelta(hours=1))).isoformat(),
+            "end": end.isoformat().replace("+00:00", "Z"),
             "only_missing": False,
             "overlap": "allow_all",
             "dry_run": True,

@@ -9,7 +9,7 @@ from typing import Any
 
 from litestar.testing import AsyncTestClient
 
-from tests.entrypoints.helpers import cron_task
+from tests.entrypoints.helpers import cron_task, recent_days
 
 Client = AsyncTestClient[Any]
 URL = "http://127.0.0.1:9/"
@@ -69,7 +69,8 @@ async def test_a_dry_run_backfill_answers_a_declared_200(
     client: Client, document: dict[str, Any]
 ) -> None:
     await client.post("/tasks", json=cron_task(URL, name="t1"))
-    window = {"start": "2026-01-01T00:00:00Z", "end": "2026-01-02T00:00:00Z"}
+    first, last = recent_days()
+    window = {"start": first.isoformat(), "end": last.isoformat()}
 
     dry = await client.post("/tasks/t1/backfill", json=window | {"dry_run": True})
     assert dry.status_code == 200, dry.text

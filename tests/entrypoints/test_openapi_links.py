@@ -10,6 +10,7 @@ from typing import Any
 from litestar.testing import AsyncTestClient
 
 from entrypoints.http.links import TASK_EXAMPLE
+from tests.entrypoints.helpers import recent_days
 
 Client = AsyncTestClient[Any]
 
@@ -72,8 +73,8 @@ async def test_following_the_links_of_a_created_task_reaches_it_and_its_run(
     made = await client.post(
         f"/tasks/{task_id}/backfill",
         json={
-            "start": "2026-01-01T00:00:00Z",
-            "end": "2026-01-03T00:00:00Z",
+            "start": recent_days(4, 2)[0].isoformat(),
+            "end": recent_days(4, 2)[1].isoformat(),
             "overlap": "allow_all",
         },
     )
