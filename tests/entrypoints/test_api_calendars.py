@@ -78,6 +78,11 @@ async def test_calendars_are_created_read_listed_changed_and_deleted(api: Client
     assert patched.json()["yearly"] == ["01-01"] and patched.json()["dates"] == ["2030-12-25"]
     put = await api.put("/calendars/closures", json={"weekdays": ["SUN"]})
     assert (put.status_code, put.json()["version"], put.json()["dates"]) == (200, 3, [])
+    missing = await api.put("/calendars/new-one", json={}, headers={"If-Match": '"1"'})
+    assert missing.status_code == 412
+    assert missing.json()["detail"] == (
+        "no calendar named 'new-one' exists (If-Match); read the calendar again and retry"
+    )
     made = await api.put("/calendars/new-one", json={"dates": ["2031-01-02"]})
     assert (made.status_code, made.json()["version"]) == (201, 1)
     assert (await api.delete("/calendars/new-one", headers={"If-Match": '"9"'})).status_code == 412
