@@ -107,8 +107,7 @@ class JsonBody(_Body[M]):
         try:
             return self.model_type.model_validate_json(value, strict=True)
         except ValidationError as exc:
-            if any(error["type"] == "json_invalid" for error in exc.errors()):
-                raise malformed(exc.errors()[0]["msg"]) from None
+            _refuse_unreadable(exc)
             raise InvalidRequest.of(field_errors(exc)) from None
 
 
@@ -154,7 +153,27 @@ def strictly(model: type[M], data: dict[str, Any], prefix: str = "") -> M:
     try:
         return model.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
+        _refuse_unreadable(exc)
         raise InvalidRequest.of(field_errors(exc, prefix)) from None
+
+
+# How deep pydantic's JSON parser reads: deeper is refused whatever the route.
+MAX_NESTING = 200
+
+
+def _refuse_unreadable(exc: ValidationError) -> None:
+    """A 400 for a body the JSON parser would not read: not JSON at all, or nested
+    deeper than it goes (valid JSON, but no field of a task needs it)."""
+    invalid = [error for error in exc.errors() if error["type"] == "json_invalid"]
+    if not invalid:
+        return
+    reason = str(invalid[0]["msg"])
+    if "recursion limit" in reason:
+        raise ClientException(
+            status_code=400,
+            detail=f"the request body nests arrays and objects more than {MAX_NESTING} deep",
+        )
+    raise malformed(reason)
 
 
 def check_patch(model: type[BaseModel], patch: dict[str, Any]) -> None:

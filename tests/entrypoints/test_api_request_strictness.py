@@ -142,3 +142,24 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(api: Client) -> 
     problem = assert_problem(await api.post("/tasks/t1/runs?x=1&x=2"), 422)
     assert "unknown query parameter" in problem["errors"][0]["message"]
     assert len((await api.get("/tasks/t1/runs")).json()["items"]) == 1  # nothing fired
+
+
+async def test_a_body_nested_deeper_than_the_parser_reads_is_a_400_on_every_route(
+    api: Client,
+) -> None:
+    # Valid JSON, but deeper than pydantic's parser goes: POST said 400 "not valid JSON:
+    # recursion limit exceeded", PUT and apply a 422 on `body`. Now one answer.
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(250):
+        inner["a"] = {}
+        inner = inner["a"]
+    task = cron_task(URL, name="deep") | {"target": {"url": URL, "body": deep}}
+    for method, path, body in (
+        ("POST", "/tasks", task),
+        ("PUT", "/tasks/deep", task),
+        ("POST", "/tasks/apply", {"tasks": [task]}),
+    ):
+        problem = assert_problem(await api.request(method, path, json=body), 400)
+        assert problem["detail"] == "the request body nests arrays and objects more than 200 deep"
+    assert (await api.get("/tasks")).json()["items"] == []
