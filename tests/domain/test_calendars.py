@@ -272,24 +272,42 @@ EXPRESSIONS = st.sampled_from(
 )
 
 
+# (expression, (zone, after), policy, dst, holiday offsets in days, weekend weekdays)
+Case = tuple[str, tuple[str, datetime], str, DstSpelling, set[int], set[int]]
+
+
+@st.composite
+def calendared_cases(
+    draw: st.DrawFn, zones: list[str] | None = None, spread: int = 20, most: int = 12
+) -> Case:
+    """A calendared cron trigger and an instant, with holidays up to `spread` days from
+    it (at most `most`) and a weekend of up to two weekdays."""
+    return (
+        draw(EXPRESSIONS),
+        draw(zone_and_instant() if zones is None else zone_and_instant(zones=zones)),
+        draw(st.sampled_from(["exclude", "next_business_day", "previous_business_day"])),
+        DstSpelling(**draw(POLICIES)),
+        draw(st.sets(st.integers(-spread, spread), max_size=most)),
+        draw(st.sets(st.integers(0, 6), max_size=2)),
+    )
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    expression=EXPRESSIONS,
-    place=zone_and_instant(),
-    policy=st.sampled_from(["exclude", "next_business_day", "previous_business_day"]),
-    dst=POLICIES,
-    offsets=st.sets(st.integers(-20, 20), max_size=12),
-    weekend=st.sets(st.integers(0, 6), max_size=2),
-)
-def test_calendared_cron_agrees_with_the_naive_reference(
-    expression: str,
-    place: tuple[str, datetime],
-    policy: str,
-    dst: DstSpelling,
-    offsets: set[int],
-    weekend: set[int],
-) -> None:
-    _agrees_with_the_reference(expression, place, policy, dst, offsets, weekend)
+@given(case=calendared_cases())
+def test_calendared_cron_agrees_with_the_naive_reference(case: Case) -> None:
+    _agrees_with_the_reference(*case)
+
+
+# Zones whose spring gap ends at midnight (Nuuk every year, Apia skipping 2011-12-30
+# whole): a wall time shifted through the gap names the same instant as a wall time of
+# the next date, so one instant belongs to two dates.
+MIDNIGHT_GAPS = ["America/Nuuk", "Pacific/Apia"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=calendared_cases(zones=MIDNIGHT_GAPS, spread=3, most=4))
+def test_an_instant_two_dates_name_fires_when_either_date_is_free(case: Case) -> None:
+    _agrees_with_the_reference(*case)
 
 
 def _agrees_with_the_reference(
@@ -314,32 +332,6 @@ def _agrees_with_the_reference(
         expression, zone, after, holidays, weekend, policy, **dst
     )
     assert trigger.next_fire_time(after, {"c": calendar}) == expected
-
-
-# Zones whose spring gap ends at midnight (Nuuk every year, Apia skipping 2011-12-30
-# whole): a wall time shifted through the gap names the same instant as a wall time of
-# the next date, so one instant belongs to two dates.
-MIDNIGHT_GAPS = ["America/Nuuk", "Pacific/Apia"]
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    expression=EXPRESSIONS,
-    place=zone_and_instant(zones=MIDNIGHT_GAPS),
-    policy=st.sampled_from(["exclude", "next_business_day", "previous_business_day"]),
-    dst=POLICIES,
-    offsets=st.sets(st.integers(-3, 3), max_size=4),
-    weekend=st.sets(st.integers(0, 6), max_size=2),
-)
-def test_an_instant_two_dates_name_fires_when_either_date_is_free(
-    expression: str,
-    place: tuple[str, datetime],
-    policy: str,
-    dst: DstSpelling,
-    offsets: set[int],
-    weekend: set[int],
-) -> None:
-    _agrees_with_the_reference(expression, place, policy, dst, offsets, weekend)
 
 
 @pytest.mark.parametrize(
