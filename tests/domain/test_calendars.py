@@ -282,11 +282,12 @@ def calendared_cases(
 ) -> Case:
     """A calendared cron trigger and an instant, with holidays up to `spread` days from
     it (at most `most`) and a weekend of up to two weekdays."""
+    dst = draw(POLICIES)
     return (
         draw(EXPRESSIONS),
         draw(zone_and_instant() if zones is None else zone_and_instant(zones=zones)),
         draw(st.sampled_from(["exclude", "next_business_day", "previous_business_day"])),
-        DstSpelling(**draw(POLICIES)),
+        DstSpelling(gap=dst["gap"], fold=dst["fold"]),
         draw(st.sets(st.integers(-spread, spread), max_size=most)),
         draw(st.sets(st.integers(0, 6), max_size=2)),
     )
