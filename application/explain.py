@@ -117,14 +117,12 @@ async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -
         occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
         if occurrence is not None:
             made = backfilled(await _runs(store, _at(task_id, occurrence)))
-            # A backfill ran the fire time before `at`; a wall time after it that did
-            # not fire (a DST gap, a calendar date) is the occurrence just before `at`,
-            # as for an instant the task knew.
-            omitted = omitted_occurrence(spec.trigger, occurrence, at, calendars, first.version)
-            if made and omitted is not None:
-                return omitted
             if made:
-                return from_runs(occurrence, made, None, spec, [], first.version)
+                # A backfill ran the fire time before `at`; a wall time after it that
+                # did not fire (a DST gap, a calendar date) is the occurrence just before
+                # `at`, as for an instant the task knew.
+                omitted = omitted_occurrence(spec.trigger, occurrence, at, calendars, first.version)
+                return omitted or from_runs(occurrence, made, None, spec, [], first.version)
     return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
 
 

@@ -130,10 +130,12 @@ class CalendarInUse(SchedulerError):
 class CalendarVersionConflict(VersionConflict):
     """The calendar changed since the version the caller read (a stale If-Match)."""
 
-    def __init__(self, name: str, expected: int, actual: int | None = None) -> None:
-        super().__init__(name, expected, actual)
+    def __init__(
+        self, name: str, expected: int, actual: int | None = None, *, detail: str | None = None
+    ) -> None:
         found = "" if actual is None else f", it is at version {actual}"
-        self.args = (f"calendar {name!r} is not at version {expected}{found}",)
+        detail = detail or f"calendar {name!r} is not at version {expected}{found}"
+        super().__init__(name, expected, actual, detail=detail)
 
 
 class BackfillNotFound(SchedulerError, LookupError):

@@ -22,13 +22,12 @@ class PutConditions:
         (`stored` false), PreconditionNotMet when `If-None-Match: *` finds one. Whether a
         stored one is at `version` is the caller's to check, with its own conflict."""
         if not stored and (self.version is not None or self.must_exist):
-            expected = -1 if self.version is None else self.version
-            if kind == "calendar":  # so the answer says to read the calendar again
-                conflict: VersionConflict = CalendarVersionConflict(name, expected)
-                conflict.args = (f"no calendar named {name!r} exists (If-Match)",)
-                raise conflict
-            raise VersionConflict(
-                name, expected, detail=f"no {kind} named {name!r} exists (If-Match)"
+            # A calendar's conflict, so that the answer says to read the calendar again.
+            conflict = CalendarVersionConflict if kind == "calendar" else VersionConflict
+            raise conflict(
+                name,
+                -1 if self.version is None else self.version,
+                detail=f"no {kind} named {name!r} exists (If-Match)",
             )
         if stored and self.only_create:
             raise PreconditionNotMet(f"a {kind} named {name!r} exists (If-None-Match: *)")

@@ -334,15 +334,18 @@ class CalendarTrigger(_Bounded):
             return False
         first = self.first_date()
         elapsed = (wall.date() - first).days
-        period = (12 * self.years + self.months) * 30.436875 + 7 * self.weeks + self.days
         if elapsed < 0:
             return False
         # The estimate is off by at most one step (a month's length around its mean).
-        guess = int(elapsed / period)
+        guess = int(elapsed / self._mean_step_days())
         try:
             return any(self._wall(k, first)[0] == wall for k in range(max(0, guess - 2), guess + 3))
         except OverflowError:
             return False
+
+    def _mean_step_days(self) -> float:
+        """The days one step spans on average (a month's mean length for months)."""
+        return (12 * self.years + self.months) * 30.436875 + 7 * self.weeks + self.days
 
     def _wall(self, k: int, first: date) -> tuple[datetime, bool]:
         """The k-th fire's wall time, computed from the anchor date `first`, never
@@ -359,8 +362,7 @@ class CalendarTrigger(_Bounded):
         first = self.first_date()
         policy = self.dst or DEFAULT_DST
         elapsed = (floor.astimezone(tz).date() - first).days
-        period = (12 * self.years + self.months) * 30.436875 + 7 * self.weeks + self.days
-        k = max(0, int(elapsed / period) - 1)
+        k = max(0, int(elapsed / self._mean_step_days()) - 1)
         while k > 0 and wall_instant(self._wall(k, first)[0], tz) > floor:
             k -= 1
         while True:
