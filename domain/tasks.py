@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from domain.credential_headers import is_credential_header, refused_credential_header
 from domain.names import NAME_PATTERN, unreachable_name
 from domain.read_back import read_back
 from domain.retention import MAX_HISTORY_LIMIT
@@ -176,7 +177,11 @@ HttpUrlText = Annotated[
 class HttpTarget(_Model):
     url: HttpUrlText
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="header name to value, sent as written; not Authorization or "
+        "Proxy-Authorization (a credential is never stored: see headers_env and auth)",
+    )
     body: JsonValue = None
     timeout_seconds: float = Field(default=30, gt=0, le=3600)
     auth: Auth = Field(default_factory=NoAuth)
@@ -200,19 +205,10 @@ class HttpTarget(_Model):
             if lower in seen:
                 raise ValueError(f"{name!r} is named twice (header names ignore case)")
             seen.add(lower)
+            if is_credential_header(name):
+                raise ValueError(refused_credential_header(name))
             if "\r" in header or "\n" in header:
                 raise ValueError(f"the value of {name!r} contains a line break")
-        return value
-
-    @field_validator("auth")
-    @classmethod
-    def _authorization_once(cls, value: Auth, info: ValidationInfo) -> Auth:
-        # An auth sets Authorization itself: which of the two would be sent?
-        if read_back(info) or isinstance(value, NoAuth):
-            return value
-        for name in info.data.get("headers", {}):
-            if name.lower() == "authorization":
-                raise ValueError(f"sets Authorization, which headers also set ({name!r})")
         return value
 
     @field_validator("headers_env")

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from adapters.http.failures import describe, scrub
+from domain.credential_headers import is_credential_header
 from domain.tasks import Auth, BasicAuth, BearerAuth, OAuth2ClientCredentials
 
 logger = logging.getLogger("scheduler.http")
@@ -119,16 +120,13 @@ def credentials_for(
     return credentials
 
 
-LITERAL_CREDENTIAL_HEADERS = ("authorization", "proxy-authorization")
-
-
 def literal_credentials(headers: Mapping[str, str]) -> list[str]:
-    """The credentials a target's literal `headers` carry (an `Authorization` written in
-    the task rather than named by `auth` or `headers_env`), to keep out of excerpts and
-    errors as the others are: the whole value, and what follows its scheme."""
+    """The credentials a target's literal `headers` carry (an `Authorization` a task
+    stored before such headers were refused), to keep out of excerpts and errors as the
+    others are: the whole value, and what follows its scheme."""
     found: list[str] = []
     for name, value in headers.items():
-        if name.lower() in LITERAL_CREDENTIAL_HEADERS and value.strip():
+        if is_credential_header(name) and value.strip():
             found.append(value.strip())
             _, _, rest = value.strip().partition(" ")
             if rest.strip():

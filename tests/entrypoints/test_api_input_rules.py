@@ -38,16 +38,24 @@ Client = AsyncTestClient[Any]
             id="a-header-twice",
         ),
         pytest.param(
+            {"target": {"url": "http://127.0.0.1:9/", "headers": {"Authorization": "Bearer x"}}},
+            "target.headers",
+            "'Authorization' carries a credential, which a task never stores: name the "
+            'environment variable that holds it in headers_env ({"Authorization": "VARIABLE"})'
+            " or use auth",
+            id="a-literal-authorization-header",
+        ),
+        pytest.param(
             {
                 "target": {
                     "url": "http://127.0.0.1:9/",
-                    "headers": {"Authorization": "Bearer literal"},
+                    "headers": {"proxy-authorization": "Basic eDp5"},
                     "auth": {"type": "bearer", "token_env": "SOME_TOKEN"},
                 }
             },
-            "target.auth",
-            "Authorization",
-            id="authorization-and-auth",
+            "target.headers",
+            "'proxy-authorization' carries a credential",
+            id="a-literal-proxy-authorization-header",
         ),
         pytest.param({"tags": ["nightly", "nightly"]}, "tags", "must not repeat", id="a-tag-twice"),
         pytest.param({"name": str(uuid4())}, "name", "read as an id", id="a-uuid-name"),

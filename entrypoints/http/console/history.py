@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from domain.credential_headers import CREDENTIAL_HEADERS, REDACTED
+
 CHANGE_TEXT = 120  # characters of an old or new value shown; the API has the whole
-REDACTED = "***"
-# Header values the dry run hides too (adapters/http/executor.py): a literal
-# Authorization header is a credential even though the API keeps it as written.
-_SECRET_PATHS = ("target.headers.authorization", "target.headers.proxy-authorization")
+# A credential header a task stored before such headers were refused (the API and the
+# dry run hide it too).
+_SECRET_PATHS = frozenset(f"target.headers.{name}" for name in CREDENTIAL_HEADERS)
 _ABSENT = object()
 
 

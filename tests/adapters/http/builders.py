@@ -8,6 +8,7 @@ from typing import Any
 from uuid import uuid4
 
 from adapters.http import HttpExecutor
+from domain.read_back import READ_BACK
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import HttpTarget, Task
 from domain.triggers import IntervalTrigger
@@ -26,6 +27,17 @@ def http_task(url: str, *, tags: list[str] | None = None, **target: Any) -> Task
         target=HttpTarget.model_validate({"url": url, **target}),
         name="nightly-report",
         tags=tags or [],
+    )
+
+
+def stored_http_task(url: str, **target: Any) -> Task:
+    """As http_task, its target read back as stored: a task kept from before a rule
+    refused what it holds (a literal Authorization header)."""
+    return make_task(
+        IntervalTrigger(every=60, start_at=datetime(2026, 1, 1, tzinfo=UTC)),
+        now=T0,
+        target=HttpTarget.model_validate({"url": url, **target}, context=READ_BACK),
+        name="nightly-report",
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from adapters.http import HttpExecutor
 from domain.errors import InvalidRequest
-from tests.adapters.http.builders import T0, http_task, make_run
+from tests.adapters.http.builders import T0, http_task, make_run, stored_http_task
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget
 
@@ -104,8 +104,8 @@ async def test_a_redacted_oauth2_dry_run_fetches_no_token(
     assert recording_target.received() == []
 
 
-async def test_an_authorization_header_of_the_target_is_redacted(executor: HttpExecutor) -> None:
-    task = http_task("http://reports.test/", headers={"authorization": "Token abc"})
+async def test_an_authorization_header_a_task_stored_is_redacted(executor: HttpExecutor) -> None:
+    task = stored_http_task("http://reports.test/", headers={"authorization": "Token abc"})
 
     rendered = await executor.render(task, make_run(task), None, redact=True)
 

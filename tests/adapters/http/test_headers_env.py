@@ -11,7 +11,7 @@ import pytest
 from adapters.http import HttpExecutor
 from domain.errors import InvalidRequest
 from domain.runs import RunStatus
-from tests.adapters.http.builders import FAST_RETRY, http_task, make_run
+from tests.adapters.http.builders import FAST_RETRY, http_task, make_run, stored_http_task
 from tests.adapters.http.conftest import MakeExecutor
 from tests.fixtures.target import RecordingTarget, Response
 
@@ -204,11 +204,12 @@ async def test_an_unredacted_render_reads_them_and_names_a_missing_one(
 async def test_a_literal_authorization_header_echoed_back_is_scrubbed_too(
     make_executor: MakeExecutor, recording_target: RecordingTarget
 ) -> None:
-    # Written in the task rather than named by auth or headers_env, it is still a
-    # credential: the console hides it, and so must the run's excerpt.
+    # A task stored before such headers were refused still sends it: it is a credential,
+    # which the run's excerpt hides as it hides those auth and headers_env name.
     recording_target.respond("/", Response(500, f"token {API_KEY} refused".encode()))
     executor = make_executor(environ={})
-    task = http_task(recording_target.url("/"), headers={"Authorization": f"Bearer {API_KEY}"})
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    task = stored_http_task(recording_target.url("/"), headers=headers)
 
     outcome = await executor.execute(task, make_run(task), None)
 

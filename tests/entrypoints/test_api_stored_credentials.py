@@ -1,0 +1,105 @@
+"""A task stored before literal credential headers were refused: its `Authorization` is
+still sent, never answered, and the task must drop it before any other change."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from litestar.testing import AsyncTestClient
+from psycopg import sql
+
+from adapters.postgres import initialize
+from entrypoints.container import build_container
+from entrypoints.http.app import create_app
+from tests.entrypoints.helpers import cron_task, fields_of, make_settings
+from tests.fixtures.postgres import drop_schema
+
+pytestmark = pytest.mark.postgres
+
+Client = AsyncTestClient[Any]
+SECRET = "Bearer s3cret-from-before"
+
+
+@pytest.fixture
+async def schema(database_url: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    await initialize(database_url, name)
+    try:
+        yield name
+    finally:
+        await drop_schema(database_url, name)
+
+
+@pytest.fixture
+async def api(database_url: str, schema: str) -> AsyncIterator[Client]:
+    settings = make_settings(target_allow="127.0.0.1", database_url=database_url, db_schema=schema)
+    async with AsyncTestClient(app=create_app(build_container(settings))) as client:
+        yield client
+
+
+async def stored_with_authorization(api: Client, database_url: str, schema: str) -> str:
+    """A task whose row and history hold a literal Authorization, as rows written before
+    the rule do: made with another header, then renamed in the database."""
+    body = cron_task("http://127.0.0.1:9/")
+    body["target"]["headers"] = {"X-Legacy": SECRET, "X-Tenant": "acme"}
+    created = await api.post("/tasks", json=body)
+    assert created.status_code == 201, created.text
+    renamed = sql.SQL("UPDATE {}.{} SET {} = replace({}::text, 'X-Legacy', 'Authorization')::jsonb")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for table, column in (("tasks", "target"), ("task_history", "changes")):
+            conn.execute(renamed.format(*map(sql.Identifier, (schema, table, column, column))))
+    task_id: str = created.json()["id"]
+    return task_id
+
+
+async def test_its_credential_is_answered_as_stars_everywhere(
+    api: Client, database_url: str, schema: str
+) -> None:
+    task_id = await stored_with_authorization(api, database_url, schema)
+
+    one = await api.get(f"/tasks/{task_id}")
+    listed = await api.get("/tasks")
+    history = await api.get(f"/tasks/{task_id}/history")
+    dry_run = await api.post(f"/tasks/{task_id}/dry-run")
+    page = await api.get("/ui/tasks/nightly-report")
+
+    assert one.json()["target"]["headers"] == {"Authorization": "***", "X-Tenant": "acme"}
+    assert listed.json()["items"][0]["target"]["headers"]["Authorization"] == "***"
+    first = history.json()["items"][-1]["changes"]["target"]
+    assert first[1]["headers"] == {"Authorization": "***", "X-Tenant": "acme"}
+    assert dry_run.json()["headers"]["Authorization"] == "***"
+    assert page.status_code == 200
+    for answer in (one, listed, history, dry_run, page):
+        assert "s3cret-from-before" not in answer.text
+
+
+async def test_it_changes_only_once_the_credential_moves_out(
+    api: Client, database_url: str, schema: str
+) -> None:
+    task_id = await stored_with_authorization(api, database_url, schema)
+
+    refused = await api.patch(f"/tasks/{task_id}", json={"description": "nightly"})
+    unchanged = await api.get(f"/tasks/{task_id}")
+    moved = await api.patch(
+        f"/tasks/{task_id}",
+        json={
+            "description": "nightly",
+            "target": {
+                "headers": {"Authorization": None},
+                "headers_env": {"Authorization": "REPORTS_AUTHORIZATION"},
+            },
+        },
+    )
+
+    assert fields_of(refused) == ["target.headers"]
+    assert "headers_env" in refused.json()["errors"][0]["message"]
+    assert "s3cret-from-before" not in refused.text
+    assert unchanged.json()["version"] == 1
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["target"]["headers"] == {"X-Tenant": "acme"}
+    assert moved.json()["target"]["headers_env"] == {"Authorization": "REPORTS_AUTHORIZATION"}
+    assert moved.json()["version"] == 2
