@@ -1,29 +1,37 @@
 """Calendars from iCalendar (RFC 5545) text, parsed by the `icalendar` library (ADR 0009).
 
 What counts: the dates of all-day `VEVENT`s (`DTSTART;VALUE=DATE`, through the day before
-an all-day `DTEND`), `EXDATE` dates, and an all-day event repeating `RRULE:FREQ=YEARLY`
-(and nothing else), which becomes a yearly `MM-DD`. Timed events say nothing about whole
-days and are left out. A body that does not parse is an InvalidRequest naming its line.
+an all-day `DTEND`), each occurrence of their recurrence (RFC 5545 3.8.5: the `RRULE`'s
+dates, expanded by adapters/ical_recurrence.py, and `RDATE`s, less `EXDATE`s), and an
+all-day event repeating `RRULE:FREQ=YEARLY` (and nothing else), which becomes a yearly
+`MM-DD`. Timed events say nothing about whole days and are left out. A body that does not
+parse is an InvalidRequest naming its line.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import MAXYEAR, date, datetime, timedelta
 from typing import Any
 
 import icalendar
 from icalendar.parser import Contentline
 from pydantic import ValidationError
 
+from adapters.ical_recurrence import RuleProblem, TooManyDates, rule_starts
 from domain.calendars import MAX_DATES, Calendar
 from domain.errors import InvalidRequest
 from domain.validation import field_errors
 
 _LONGEST_EVENT_DAYS = MAX_DATES  # an event of more days could not fit a calendar
+# An RRULE without UNTIL or COUNT is expanded through the end of the year this many years
+# after the import (docs/api.md).
+HORIZON_YEARS = 20
 
 
-def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
-    """The calendar `text` describes, named `name`. Raises InvalidRequest."""
+def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date) -> Calendar:
+    """The calendar `text` describes, named `name`, read on `today` (an unbounded
+    recurrence is expanded through the end of the year HORIZON_YEARS after it). Raises
+    InvalidRequest."""
     if not text.strip():
         raise InvalidRequest(
             field, "is empty: send iCalendar text (BEGIN:VCALENDAR … END:VCALENDAR)"
@@ -39,37 +47,105 @@ def calendar_from_ics(name: str, text: str, field: str = "body") -> Calendar:
     for component in parsed.walk():
         for _, problem in component.errors:
             raise _unparsable(text, field, str(problem))
+    horizon = date(min(today.year + HORIZON_YEARS, MAXYEAR), 12, 31)
     dates: set[date] = set()
     yearly: set[str] = set()
     for event in parsed.walk("VEVENT"):
         start = _as_date(event.get("DTSTART"))
-        for exdate in _exdates(event):
-            dates.add(exdate)
         if start is None:
-            continue  # a timed event, or one without a start
-        rule = event.get("RRULE")
-        if rule is not None:
-            if dict(rule) != {"FREQ": ["YEARLY"]}:
-                raise InvalidRequest(
-                    field,
-                    f"event {event.get('SUMMARY', '')!s:.60}: only RRULE:FREQ=YEARLY is"
-                    " understood for all-day events",
-                )
-            yearly.add(f"{start.month:02}-{start.day:02}")
-            continue
-        end = _as_date(event.get("DTEND")) or start + timedelta(days=1)
-        if (end - start).days > _LONGEST_EVENT_DAYS:  # never cut short without a word
-            raise InvalidRequest(
-                field,
-                f"event {event.get('SUMMARY', '')!s:.60}: lasts {(end - start).days:,} days,"
-                f" more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds",
-            )
-        for offset in range(max((end - start).days, 1)):
-            dates.add(start + timedelta(days=offset))
+            continue  # a timed event, or one without a start: its EXDATEs and RDATEs too
+        try:
+            days = _event_days(event, start, horizon, yearly)
+        except _EventProblem as exc:
+            raise InvalidRequest(field, f"event {_event_name(event)}: {exc}") from None
+        dates.update(days)
     try:
         return Calendar(name=name, dates=tuple(sorted(dates)), yearly=tuple(sorted(yearly)))
     except ValidationError as exc:
         raise InvalidRequest.of(field_errors(exc, prefix=field)) from None
+
+
+class _EventProblem(ValueError):
+    """What is wrong with one event; the caller names the event."""
+
+
+def _event_days(event: Any, start: date, horizon: date, yearly: set[str]) -> set[date]:
+    """The dates an all-day event holds: each of its occurrences (DTSTART, the dates its
+    RRULE gives, its RDATEs, less its EXDATEs), through the day before its DTEND. A plain
+    `RRULE:FREQ=YEARLY` whose days fall on the same month-days every year adds to `yearly`
+    instead, and holds for ever."""
+    end = _as_date(event.get("DTEND")) or start + timedelta(days=1)
+    length = max((end - start).days, 1)
+    if length > _LONGEST_EVENT_DAYS:  # never cut short without a word
+        raise _EventProblem(
+            f"lasts {length:,} days, more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds"
+        )
+    rules = _listed(event.get("RRULE"))
+    excluded = set(_dates(event, "EXDATE"))
+    starts = {start, *_dates(event, "RDATE")}
+    if len(rules) == 1 and dict(rules[0]) == {"FREQ": ["YEARLY"]} and not excluded:
+        month_days = _month_days(start, length)
+        if month_days is not None:
+            yearly.update(month_days)
+            starts.discard(start)
+            rules = []
+    for rule in rules:
+        try:
+            starts.update(rule_starts(rule, start, horizon, MAX_DATES))
+        except RuleProblem as exc:
+            raise _EventProblem(str(exc)) from None
+        except TooManyDates:
+            raise _EventProblem(_too_many(horizon)) from None
+    return _covered(starts - excluded, length, horizon)
+
+
+def _covered(starts: set[date], length: int, horizon: date) -> set[date]:
+    """The days of occurrences starting on `starts`, each `length` days long (they may
+    overlap: a daily event of two days)."""
+    runs: list[tuple[date, date]] = []  # first and last day, merged
+    for first in sorted(starts):
+        try:
+            last = first + timedelta(days=length - 1)
+        except OverflowError:
+            raise _EventProblem("runs past the year 9999") from None
+        if runs and (first - runs[-1][1]).days <= 1:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], last))
+        else:
+            runs.append((first, last))
+    if sum((last - first).days + 1 for first, last in runs) > MAX_DATES:
+        raise _EventProblem(_too_many(horizon))
+    return {
+        first + timedelta(days=offset)
+        for first, last in runs
+        for offset in range((last - first).days + 1)
+    }
+
+
+def _too_many(horizon: date) -> str:
+    return (
+        f"repeats on more than the {MAX_DATES:,} dates a calendar holds (a rule without"
+        f" UNTIL or COUNT is followed through {horizon})"
+    )
+
+
+def _month_days(start: date, length: int) -> list[str] | None:
+    """The month-days a yearly event starting on `start` holds, when they are the same in
+    every year (None for a span across the end of February, which leap years move)."""
+    if length == 1:
+        return [f"{start.month:02}-{start.day:02}"]
+    found = []
+    for year in (2023, 2024):  # a common year and a leap year
+        try:
+            first = start.replace(year=year)
+        except ValueError:
+            return None  # 29 February, for several days
+        found.append([f"{first + timedelta(days=offset):%m-%d}" for offset in range(length)])
+    return found[0] if found[0] == found[1] else None
+
+
+def _event_name(event: Any) -> str:
+    summary = str(event.get("SUMMARY", "") or event.get("UID", "") or "without a SUMMARY")
+    return f"{summary:.60}"
 
 
 def _unparsable(text: str, field: str, problem: str) -> InvalidRequest:
@@ -87,14 +163,21 @@ def _as_date(prop: Any) -> date | None:
     return None
 
 
-def _exdates(event: Any) -> list[date]:
+def _listed(prop: Any) -> list[Any]:
+    if prop is None:
+        return []
+    return list(prop) if isinstance(prop, list) else [prop]
+
+
+def _dates(event: Any, name: str) -> list[date]:
+    """The dates of an event's EXDATE or RDATE lines: a date-time counts as its date, a
+    period (RDATE) as the date it starts."""
     found: list[date] = []
-    entries = event.get("EXDATE")
-    if entries is None:
-        return found
-    for entry in entries if isinstance(entries, list) else [entries]:
+    for entry in _listed(event.get(name)):
         for value in getattr(entry, "dts", []):
             moment = value.dt
+            if isinstance(moment, tuple):
+                moment = moment[0]
             found.append(moment.date() if isinstance(moment, datetime) else moment)
     return found
 

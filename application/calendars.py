@@ -4,6 +4,7 @@ the calendars a trigger names, which every task use case goes through."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date
 from itertools import count
 from typing import Any, Protocol
 from uuid import UUID, uuid4
@@ -75,6 +76,11 @@ class CalendarService:
     def __init__(self, store: CalendarStore, clock: Clock) -> None:
         self._store = store
         self._clock = clock
+
+    def today(self) -> date:
+        """The clock's date (UTC): the day an imported calendar is read on (how far its
+        open-ended recurrences are expanded)."""
+        return self._clock.now().date()
 
     async def create(self, calendar: Calendar) -> StoredCalendar:
         """Raises DuplicateCalendarName."""

@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
@@ -101,15 +101,16 @@ def init_db(args: argparse.Namespace) -> int:
 
 def preview(args: argparse.Namespace) -> int:
     trigger = preview_trigger(args)
+    after = _instant(args.after, "--after") if args.after else None
+    clock = build_container().clock()  # the one thing a preview needs: no settings read
     calendars = []
     if args.calendar:
-        calendar = calendar_file(args.calendar)
+        # An open-ended recurrence is read from the day the preview starts on.
+        calendar = calendar_file(args.calendar, today=(after or clock.now()).date())
         calendars.append(calendar)
         trigger["calendar"] = {"name": calendar.name, "policy": args.calendar_policy}
     if args.dst:
         trigger["dst"] = dst_option(args.dst)
-    after = _instant(args.after, "--after") if args.after else None
-    clock = build_container().clock()  # the one thing a preview needs: no settings read
     try:
         _, listed = fire_times(trigger, args.count, after, calendars, clock)
     except InvalidRequest as exc:
@@ -151,16 +152,16 @@ def dst_option(text: str) -> dict[str, str]:
     return policy
 
 
-def calendar_file(path: str) -> Calendar:
+def calendar_file(path: str, *, today: date) -> Calendar:
     """A calendar from a JSON file (a calendar object; `name` defaults to the file's
-    stem) or an iCalendar file (.ics, or text starting BEGIN:VCALENDAR)."""
+    stem) or an iCalendar file (.ics, or text starting BEGIN:VCALENDAR) read on `today`."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeError) as exc:
         raise InvalidRequest("--calendar", f"cannot read {path}: {exc}") from None
     name = Path(path).stem
     if path.lower().endswith((".ics", ".ical")) or text.lstrip().startswith("BEGIN:VCALENDAR"):
-        return calendar_from_ics(name, text, field="--calendar")
+        return calendar_from_ics(name, text, field="--calendar", today=today)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

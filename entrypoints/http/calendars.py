@@ -236,7 +236,7 @@ class CalendarController(Controller):
         if "\x00" in text:
             raise InvalidRequest("body", "must not contain the NUL character (U+0000)")
         current = await calendars.get(name)
-        found = calendar_from_ics(current.name, text)
+        found = calendar_from_ics(current.name, text, today=calendars.today())
         stored, _ = await calendars.add_dates(
             current.id, found, expected_version(if_match), actor=actor_of(request)
         )

@@ -4,7 +4,7 @@ change re-planning them (their history says so)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from litestar.testing import AsyncTestClient
@@ -152,6 +152,63 @@ async def test_an_icalendar_body_adds_its_dates(api: Client) -> None:
         unchanged = await api.patch("/calendars/closures", json=patch)
         assert (unchanged.status_code, unchanged.headers["etag"]) == (200, '"2"')
     assert (await api.get("/tasks/payroll")).json()["version"] == 1
+
+
+async def test_an_import_expands_recurrences_and_exdates_take_occurrences_out(
+    api: Client,
+) -> None:
+    await api.post("/calendars", json={"name": "closures"})
+    headers = {"Content-Type": "text/calendar"}
+    events = [
+        # As Outlook writes Memorial Day: the last Monday of May.
+        [
+            "UID:memorial",
+            "SUMMARY:Memorial Day",
+            "DTSTART;VALUE=DATE:20300527",
+            "RRULE:FREQ=YEARLY;BYMONTH=5;BYDAY=-1MO;UNTIL=20330101",
+        ],
+        # Every other Friday, four times, the second taken out (and a Thursday it never
+        # falls on, which is no date of the calendar either).
+        [
+            "UID:fridays",
+            "DTSTART;VALUE=DATE:20300104",
+            "RRULE:FREQ=WEEKLY;INTERVAL=2;COUNT=4",
+            "EXDATE;VALUE=DATE:20300118,20300117",
+        ],
+        # No end: followed through the end of the year 20 years after today.
+        [
+            "UID:solstice",
+            "DTSTART;VALUE=DATE:20300621",
+            "RRULE:FREQ=YEARLY;BYMONTHDAY=21;BYMONTH=6",
+        ],
+    ]
+    lines = [line for event in events for line in ["BEGIN:VEVENT", *event, "END:VEVENT"]]
+    body = "\r\n".join(["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//test//EN", *lines])
+    body += "\r\nEND:VCALENDAR\r\n"
+    imported = await api.post("/calendars/closures/import", content=body, headers=headers)
+    assert imported.status_code == 200, imported.text
+    dates = imported.json()["dates"]
+    last_year = datetime.now(UTC).year + 20
+    solstices = [f"{year}-06-21" for year in range(2030, last_year + 1)]
+    memorial = ["2030-05-27", "2031-05-26", "2032-05-31"]
+    fridays = ["2030-01-04", "2030-02-01", "2030-02-15"]
+    assert sorted(dates) == sorted([*memorial, *fridays, *solstices])
+    assert imported.json()["yearly"] == []
+
+    # Every day from 2000 on is more dates than a calendar holds: a 422 naming the
+    # event, nothing written.
+    daily = body.replace("UID:fridays", "UID:fridays\r\nSUMMARY:Daily").replace(
+        "DTSTART;VALUE=DATE:20300104\r\nRRULE:FREQ=WEEKLY;INTERVAL=2;COUNT=4",
+        "DTSTART;VALUE=DATE:20000101\r\nRRULE:FREQ=DAILY",
+    )
+    refused = await api.post("/calendars/closures/import", content=daily, headers=headers)
+    assert refused.status_code == 422, refused.text
+    [error] = refused.json()["errors"]
+    assert error["field"] == "body"
+    assert error["message"].startswith(
+        "event Daily: repeats on more than the 10,000 dates a calendar holds"
+    )
+    assert (await api.get("/calendars/closures")).json()["version"] == 2
 
 
 async def test_a_change_replans_the_tasks_naming_the_calendar(api: Client) -> None:
