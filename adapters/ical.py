@@ -26,6 +26,7 @@ _LONGEST_EVENT_DAYS = MAX_DATES  # an event of more days could not fit a calenda
 # An RRULE without UNTIL or COUNT is expanded through the end of the year this many years
 # after the import (docs/api.md).
 HORIZON_YEARS = 20
+_TYPES = icalendar.Calendar.types_factory  # the value type the library reads a property as
 
 
 def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date) -> Calendar:
@@ -44,9 +45,11 @@ def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date)
     except Exception as exc:
         raise _unparsable(text, field, str(exc) or type(exc).__name__) from None
     # The library keeps going past a bad line inside a component and records it there.
+    # (A value it cannot read, such as a date 20260230, is recorded with its property's
+    # name, by which its line is found.)
     for component in parsed.walk():
-        for _, problem in component.errors:
-            raise _unparsable(text, field, str(problem))
+        for prop, problem in component.errors:
+            raise _unparsable(text, field, str(problem), prop)
     horizon = date(min(today.year + HORIZON_YEARS, MAXYEAR), 12, 31)
     dates: set[date] = set()
     yearly: set[str] = set()
@@ -148,8 +151,8 @@ def _event_name(event: Any) -> str:
     return f"{summary:.60}"
 
 
-def _unparsable(text: str, field: str, problem: str) -> InvalidRequest:
-    line = _bad_line(text)
+def _unparsable(text: str, field: str, problem: str, prop: str | None = None) -> InvalidRequest:
+    line = _bad_line(text, prop)
     where = f"line {line}" if line is not None else "the calendar"
     # The library's messages may end in ": " and nothing after it.
     problem = problem.strip().removesuffix(":").strip()
@@ -182,8 +185,9 @@ def _dates(event: Any, name: str) -> list[date]:
     return found
 
 
-def _bad_line(text: str) -> int | None:
-    """The 1-based number of the first (unfolded) content line that does not parse."""
+def _bad_line(text: str, prop: str | None = None) -> int | None:
+    """The 1-based number of the first (unfolded) content line that does not parse, or
+    (`prop`) that is a `prop` line whose value the library cannot read."""
     number = 0
     logical = ""
     start = 0
@@ -191,17 +195,20 @@ def _bad_line(text: str) -> int | None:
         if raw[:1] in (" ", "\t") and logical:
             logical += raw[1:]  # a folded continuation (RFC 5545 3.1)
             continue
-        if logical and not _parses(logical):
+        if logical and not _parses(logical, prop):
             return start
         logical, start = raw, number
-    if logical and not _parses(logical):
+    if logical and not _parses(logical, prop):
         return start
     return None if number else 1
 
 
-def _parses(line: str) -> bool:
+def _parses(line: str, prop: str | None) -> bool:
     try:
-        Contentline(line).parts()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
+        name, params, value = Contentline(line).parts()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
+        if prop is not None and str(name).upper() == prop.upper():
+            kind: Any = _TYPES.for_property(name, params.get("VALUE"))
+            kind.from_ical(value)
     except Exception:
         return False
     return True

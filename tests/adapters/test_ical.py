@@ -106,6 +106,26 @@ def test_an_event_longer_than_a_calendar_can_hold_is_refused_not_cut_short() -> 
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "DTSTART;VALUE=DATE:20260230",
+        "DTEND;VALUE=DATE:2026-03-01",
+        "EXDATE;VALUE=DATE:20260101,20261301",
+        "RDATE;VALUE=DATE:2026",
+        "RRULE:FREQ=WEEKLY;UNTIL=20261332",
+    ],
+)
+def test_a_bad_date_names_its_line(line: str) -> None:
+    good = ["DTSTART;VALUE=DATE:20260105", "DTEND;VALUE=DATE:20260106"]
+    lines = [line, *(g for g in good if g.split(";")[0] != line.split(";")[0])]
+    with pytest.raises(InvalidRequest) as caught:
+        calendar_from_ics("office", one_event(*lines))
+    assert caught.value.field == "body"
+    # Lines 1 to 6 are BEGIN:VCALENDAR, VERSION, PRODID, BEGIN:VEVENT, UID, SUMMARY.
+    assert caught.value.message.startswith("line 7 does not parse as iCalendar: ")
+
+
+@pytest.mark.parametrize(
     "body",
     [
         "BEGIN:\r\nTZID:\r\nEND:VTIMEZONE",  # the library raised AttributeError on it

@@ -208,6 +208,16 @@ async def test_an_import_expands_recurrences_and_exdates_take_occurrences_out(
     assert error["message"].startswith(
         "event Daily: repeats on more than the 10,000 dates a calendar holds"
     )
+    # A date that is no date: a 422 naming its line.
+    bad = body.replace("DTSTART;VALUE=DATE:20300527", "DTSTART;VALUE=DATE:20300532")
+    refused = await api.post("/calendars/closures/import", content=bad, headers=headers)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["errors"] == [
+        {
+            "field": "body",
+            "message": "line 7 does not parse as iCalendar: Wrong date format 20300532",
+        }
+    ]
     assert (await api.get("/calendars/closures")).json()["version"] == 2
 
 
