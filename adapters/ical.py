@@ -51,14 +51,24 @@ def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date)
         for prop, problem in component.errors:
             raise _unparsable(text, field, str(problem), prop)
     horizon = date(min(today.year + HORIZON_YEARS, MAXYEAR), 12, 31)
+    events = parsed.walk("VEVENT")
+    # An instance moved or changed is an event of its own, with the event's UID and the
+    # instance's original start as RECURRENCE-ID: the original instance is not held.
+    moved: dict[str, set[date]] = {}
+    for event in events:
+        if (original := _as_day(event.get("RECURRENCE-ID"))) is not None:
+            moved.setdefault(str(event.get("UID", "")), set()).add(original)
     dates: set[date] = set()
     yearly: set[str] = set()
-    for event in parsed.walk("VEVENT"):
+    for event in events:
         start = _as_date(event.get("DTSTART"))
         if start is None:
             continue  # a timed event, or one without a start: its EXDATEs and RDATEs too
+        taken_out: set[date] = set()
+        if event.get("RECURRENCE-ID") is None:
+            taken_out = moved.get(str(event.get("UID", "")), set())
         try:
-            days = _event_days(event, start, horizon, yearly)
+            days = _event_days(event, start, horizon, yearly, taken_out)
         except _EventProblem as exc:
             raise InvalidRequest(field, f"event {_event_name(event)}: {exc}") from None
         dates.update(days)
@@ -72,9 +82,12 @@ class _EventProblem(ValueError):
     """What is wrong with one event; the caller names the event."""
 
 
-def _event_days(event: Any, start: date, horizon: date, yearly: set[str]) -> set[date]:
+def _event_days(
+    event: Any, start: date, horizon: date, yearly: set[str], moved: set[date]
+) -> set[date]:
     """The dates an all-day event holds: each of its occurrences (DTSTART, the dates its
-    RRULE gives, its RDATEs, less its EXDATEs), through the day before its DTEND. A plain
+    RRULE gives, its RDATEs, less its EXDATEs and the `moved` instances), through the day
+    before its DTEND. A plain
     `RRULE:FREQ=YEARLY` whose days fall on the same month-days every year adds to `yearly`
     instead, and holds for ever."""
     end = _as_date(event.get("DTEND")) or start + timedelta(days=1)
@@ -84,7 +97,7 @@ def _event_days(event: Any, start: date, horizon: date, yearly: set[str]) -> set
             f"lasts {length:,} days, more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds"
         )
     rules = _listed(event.get("RRULE"))
-    excluded = set(_dates(event, "EXDATE"))
+    excluded = {*_dates(event, "EXDATE"), *moved}
     starts = {start, *_dates(event, "RDATE")}
     if len(rules) == 1 and dict(rules[0]) == {"FREQ": ["YEARLY"]} and not excluded:
         month_days = _month_days(start, length)
@@ -164,6 +177,12 @@ def _as_date(prop: Any) -> date | None:
     if isinstance(value, date) and not isinstance(value, datetime):
         return value
     return None
+
+
+def _as_day(prop: Any) -> date | None:
+    """A date, or a date-time's date."""
+    value = getattr(prop, "dt", None)
+    return value.date() if isinstance(value, datetime) else _as_date(prop)
 
 
 def _listed(prop: Any) -> list[Any]:

@@ -279,3 +279,19 @@ def test_an_unbounded_rule_starting_after_the_horizon_gives_its_start() -> None:
         "2060-01-01",
         (date(2060, 1, 1) + timedelta(days=7)).isoformat(),
     ]
+
+
+def test_an_instance_moved_by_a_recurrence_id_is_held_where_it_moved() -> None:
+    master = ["UID:team-day", "DTSTART;VALUE=DATE:20260105", "RRULE:FREQ=WEEKLY;COUNT=3"]
+    moved = ["UID:team-day", "RECURRENCE-ID;VALUE=DATE:20260112", "DTSTART;VALUE=DATE:20260114"]
+    lines = [
+        "BEGIN:VCALENDAR",
+        "VERSION:2.0",
+        "PRODID:-//test//EN",
+        # The moved instance may come first.
+        *["BEGIN:VEVENT", *moved, "END:VEVENT", "BEGIN:VEVENT", *master, "END:VEVENT"],
+        "END:VCALENDAR",
+        "",
+    ]
+    calendar = calendar_from_ics("office", "\r\n".join(lines))
+    assert [day.isoformat() for day in calendar.dates] == ["2026-01-05", "2026-01-14", "2026-01-19"]
