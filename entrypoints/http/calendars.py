@@ -212,9 +212,9 @@ class CalendarController(Controller):
         operation_class=_ImportOperation,
         summary="Add the dates of an iCalendar body",
         description="The body is iCalendar (RFC 5545, `Content-Type: text/calendar`): the "
-        "dates of its all-day VEVENTs, its EXDATEs and yearly all-day events are added to "
-        "the calendar, which re-plans the tasks naming it. A body that does not parse is "
-        "a 422 naming its line.",
+        "dates its all-day VEVENTs occur on (DTSTART, RRULE expanded, RDATE, less EXDATE; "
+        "a plain FREQ=YEARLY as yearly days) are added to the calendar, which re-plans the "
+        "tasks naming it. A body that does not parse is a 422 naming its line.",
         response_headers=[ETAG],
         responses=errors(404, 412, 415, 422),
     )
