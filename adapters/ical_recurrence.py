@@ -21,6 +21,12 @@ _CYCLE_YEARS = 400  # the Gregorian calendar's period
 # No rule is followed further than this past its DTSTART (a COUNT, or an UNTIL that far).
 FOLLOWED_YEARS = 400
 _DAY_FREQUENCIES = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
+# Rule parts RFC 5545 defines only for some frequencies ("N/A" in its table for others).
+_ONLY_FOR = {
+    "BYYEARDAY": ("YEARLY",),
+    "BYWEEKNO": ("YEARLY",),
+    "BYMONTHDAY": ("DAILY", "MONTHLY", "YEARLY"),
+}
 # RFC 5545's rule parts that choose days (BYHOUR, BYMINUTE, BYSECOND choose times).
 _DAY_PARTS = frozenset(
     {"FREQ", "UNTIL", "COUNT", "INTERVAL", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO"}
@@ -43,6 +49,8 @@ def rule_starts(rule: vRecur, start: date, horizon: date, limit: int) -> list[da
     Raises RuleProblem, and TooManyDates when it gives more than `limit` dates."""
     parts = {str(key).upper(): value for key, value in rule.items()}
     text = _rule_text(parts)
+    if not _may_give_dates(parts):
+        return []
     until = _until(parts.get("UNTIL"))
     if until is not None and "COUNT" in parts:
         raise RuleProblem("an RRULE has an UNTIL or a COUNT, not both (RFC 5545)")
@@ -84,13 +92,65 @@ def _rule_text(parts: dict[str, Any]) -> str:
             "an all-day event repeats DAILY, WEEKLY, MONTHLY or YEARLY, not"
             f" {frequency or 'without a FREQ'}"
         )
+    for name, only in _ONLY_FOR.items():
+        if name in parts and frequency not in only:
+            raise RuleProblem(f"an RRULE's {name} is for {' or '.join(only)} rules (RFC 5545)")
     for name in ("INTERVAL", "COUNT"):
         for value in parts.get(name, []):
             if int(value) < 1:
                 raise RuleProblem(f"an RRULE's {name} is 1 or more, not {value}")
+    parts = _yearly_when_same(parts)
     without_until = vRecur({key: value for key, value in parts.items() if key != "UNTIL"})
     text: bytes = without_until.to_ical()  # type: ignore[no-untyped-call]  # unannotated
     return text.decode("ascii")
+
+
+def _may_give_dates(parts: dict[str, Any]) -> bool:
+    """False when the rule surely gives no date: answered without dateutil's walk to the
+    year 9999 that such a rule costs (see _yearly_when_same)."""
+    frequency = str(parts["FREQ"][0]).upper()
+    if frequency == "DAILY" and "BYSETPOS" in parts:
+        # A day is a set of one date: only the first (1) or the last (-1) of it is there.
+        return any(int(position) in (1, -1) for position in parts["BYSETPOS"])
+    if frequency in ("DAILY", "WEEKLY") and "BYSETPOS" not in parts:
+        # Stepping every period gives a superset of stepping every few: when that, as a
+        # yearly rule, never matches a month and day (30 February), neither does this.
+        every = _yearly_when_same({**parts, "INTERVAL": [1]})
+        if every is not parts and "INTERVAL" in parts:
+            months = [int(month) for month in every.get("BYMONTH", range(1, 13))]
+            monthdays = [int(day) for day in every.get("BYMONTHDAY", [])]
+            return not monthdays or any(_month_has(m, day) for m in months for day in monthdays)
+    return True
+
+
+def _month_has(month: int, day: int) -> bool:
+    longest = 29 if month == 2 else 30 if month in (4, 6, 9, 11) else 31
+    return 1 <= abs(day) <= longest
+
+
+def _yearly_when_same(parts: dict[str, Any]) -> dict[str, Any]:
+    """`parts` as a YEARLY rule when it gives the same dates, else as they are. A DAILY or
+    WEEKLY rule stepping one period at a time whose BYDAY (or, DAILY, BYMONTHDAY) picks
+    its days is the YEARLY rule with the same parts; dateutil walks it a year at a time
+    rather than a day or a week, which is what bounds a rule that never gives a date
+    (`FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30` cost a third of a second as DAILY)."""
+    frequency = str(parts["FREQ"][0]).upper()
+    if frequency not in ("DAILY", "WEEKLY") or any(int(v) != 1 for v in parts.get("INTERVAL", [])):
+        return parts
+    allowed = {"FREQ", "UNTIL", "COUNT", "INTERVAL", "BYMONTH", "BYDAY", "WKST"}
+    picks = {"BYDAY"}
+    if frequency == "DAILY":
+        allowed.add("BYMONTHDAY")
+        picks.add("BYMONTHDAY")
+    if set(parts) - allowed or not picks & set(parts):
+        return parts  # without a pick, YEARLY would keep DTSTART's day of the year
+    if any(not _plain_weekday(day) for day in parts.get("BYDAY", [])):
+        return parts  # "-1MO" means the last Monday of a year, not of a day or a week
+    return {**parts, "FREQ": ["YEARLY"]}
+
+
+def _plain_weekday(day: Any) -> bool:
+    return str(day).upper() in ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 
 
 def _until(values: list[Any] | None) -> date | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -236,7 +237,11 @@ class CalendarController(Controller):
         if "\x00" in text:
             raise InvalidRequest("body", "must not contain the NUL character (U+0000)")
         current = await calendars.get(name)
-        found = calendar_from_ics(current.name, text, today=calendars.today())
+        # A long file with many recurrences takes a while to expand: off the event loop,
+        # which keeps firing tasks meanwhile.
+        found = await asyncio.to_thread(
+            calendar_from_ics, current.name, text, today=calendars.today()
+        )
         stored, _ = await calendars.add_dates(
             current.id, found, expected_version(if_match), actor=actor_of(request)
         )

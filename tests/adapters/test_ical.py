@@ -250,6 +250,9 @@ def test_a_recurrence_giving_more_dates_than_a_calendar_holds_is_refused_naming_
         ("FREQ=DAILY;BYHOUR=9", "RRULE part BYHOUR is not understood for an all-day event"),
         ("FREQ=DAILY;INTERVAL=0", "INTERVAL is 1 or more, not 0"),
         ("FREQ=DAILY;COUNT=2;UNTIL=20270101", "has an UNTIL or a COUNT, not both"),
+        ("FREQ=DAILY;BYYEARDAY=366", "BYYEARDAY is for YEARLY rules (RFC 5545)"),
+        ("FREQ=MONTHLY;BYWEEKNO=53", "BYWEEKNO is for YEARLY rules"),
+        ("FREQ=WEEKLY;BYMONTHDAY=30", "BYMONTHDAY is for DAILY or MONTHLY or YEARLY rules"),
     ],
 )
 def test_a_rule_an_all_day_event_cannot_follow_is_refused_naming_the_event(
@@ -268,9 +271,11 @@ def test_a_rule_no_date_satisfies_gives_only_its_start() -> None:
     assert dates_of("DTSTART;VALUE=DATE:20260101", "RRULE:FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30") == [
         "2026-01-01"
     ]
-    assert dates_of(
-        "DTSTART;VALUE=DATE:20260101", "RRULE:FREQ=WEEKLY;BYMONTH=2;BYMONTHDAY=31;COUNT=3"
-    ) == ["2026-01-01"]
+    for rule in (
+        "FREQ=DAILY;INTERVAL=2;BYMONTH=4;BYMONTHDAY=31;COUNT=3",
+        "FREQ=DAILY;BYDAY=MO;BYSETPOS=2",  # a day is a set of one date
+    ):
+        assert dates_of("DTSTART;VALUE=DATE:20260101", f"RRULE:{rule}") == ["2026-01-01"]
 
 
 def test_an_unbounded_rule_starting_after_the_horizon_gives_its_start() -> None:
