@@ -21,12 +21,15 @@ from typing import Any
 CHUNK = 65536
 HELD_KEPT = 1 << 20  # bytes of held client data kept for a test to look at
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close with a reset
+# In a client's message, the COMMIT statement; in the server's, its CommandComplete tag.
+_COMMIT = b"COMMIT\x00"
 
 
 class _Pair:
     def __init__(self, client: asyncio.StreamWriter, server: asyncio.StreamWriter) -> None:
         self.client = client
         self.server = server
+        self.committing = False  # a trapped COMMIT went up: its answer is never relayed
 
     def abort(self) -> None:
         for writer in (self.client, self.server):
@@ -56,6 +59,8 @@ class FaultyProxy:
         self.connections = 0  # accepted since start
         # What clients sent while nothing was forwarded (`hold`): the start of it.
         self.held = bytearray()
+        self._commits_to_lose = 0  # `lose_commit_answers`
+        self.commit_answers_lost = 0
 
     def start(self) -> FaultyProxy:
         self._thread.start()
@@ -97,6 +102,12 @@ class FaultyProxy:
     def reopen(self) -> None:
         """Listen again, on the same port, after `refuse`."""
         self._run(self._listen(self.port)).result(10)
+
+    def lose_commit_answers(self, count: int = 1) -> None:
+        """Let the next `count` COMMITs reach PostgreSQL, then drop each connection as
+        its answer comes back, unrelayed: the transaction landed and the client cannot
+        know it (`commit_answers_lost` counts them)."""
+        self._loop.call_soon_threadsafe(setattr, self, "_commits_to_lose", count)
 
     def upstream_ports(self) -> set[int]:
         result: set[int] = self._run(self._ports()).result(10)
@@ -174,6 +185,12 @@ class FaultyProxy:
     ) -> None:
         try:
             while data := await reader.read(CHUNK):
+                if upstream and self._commits_to_lose and _COMMIT in data:
+                    self._commits_to_lose -= 1
+                    pair.committing = True
+                elif not upstream and pair.committing and _COMMIT in data:
+                    self.commit_answers_lost += 1
+                    return  # the server answered the COMMIT: the client never hears it
                 if not self._flowing.is_set():
                     if upstream and len(self.held) < HELD_KEPT:
                         self.held += data

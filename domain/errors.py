@@ -98,10 +98,15 @@ class StoreUnavailable(SchedulerError):
     """The store could not be reached (connection lost, server restarting).
 
     The failed call's transaction rolled back, unless the connection died after its
-    COMMIT was sent and before the answer came: then it may have landed. Retrying is
-    safe either way: a claim that landed unseen only leaves runs that nobody calls, and
-    they end "replica lost" when their leases expire (execution is at most once).
+    COMMIT was sent and before the answer came (CommitUnanswered): then it may have
+    landed.
     """
+
+
+class CommitUnanswered(StoreUnavailable):
+    """The connection was lost after the transaction's COMMIT was sent and before its
+    answer came: the transaction may have landed, or not. A claim or a manual run looks
+    for its runs before giving them up (they are called when they were written)."""
 
 
 class CalendarNotFound(SchedulerError, LookupError):

@@ -16,8 +16,12 @@ from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.liveness import with_liveness
+from domain.errors import CommitUnanswered
 
 log = logging.getLogger(__name__)
+
+# A connection lost or unusable, as opposed to an error of a statement.
+_CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 def application_name(schema: str) -> str:
@@ -124,16 +128,21 @@ async def pipelined_transaction(conn: AsyncConnection[Any]) -> AsyncIterator[Non
     rolled back, unless the connection itself is gone, in which case the server has
     already rolled it back and the pool discards the connection.
     """
+    committing = False
     try:
         async with conn.pipeline():
             if conn.autocommit:  # otherwise psycopg queues the BEGIN itself
                 await conn.execute(b"BEGIN", prepare=False)
             yield
+            committing = True
             await conn.execute(b"COMMIT", prepare=False)
-    except BaseException:
+    except BaseException as exc:
         if not conn.closed:
             with contextlib.suppress(psycopg.Error):
                 await conn.rollback()
+        if committing and conn.closed and isinstance(exc, _CONNECTION_ERRORS):
+            # The server may have committed before the connection went.
+            raise CommitUnanswered("the connection was lost at COMMIT") from exc
         raise
 
 

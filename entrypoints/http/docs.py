@@ -58,7 +58,7 @@ _MEANING = {
     422: "The request is not valid; `errors` names each field.",
     429: "Too many requests with an unknown token from this address; see `Retry-After`.",
     500: "An internal error; it is logged, and the answer reveals nothing of it.",
-    503: "The task store is unavailable; nothing was changed.",
+    503: "The task store is unavailable (a change whose answer was lost may have been made).",
 }
 
 

@@ -183,7 +183,8 @@ def store_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Respon
     return problem(
         503,
         "store-unavailable",
-        "the task store is unavailable; nothing was changed, retry shortly",
+        "the task store is unavailable; retry shortly (a change whose answer the lost"
+        " connection took may have been made: read it back before sending it again)",
         headers={"Retry-After": "5"},
     )
 

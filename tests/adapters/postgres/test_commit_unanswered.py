@@ -1,0 +1,68 @@
+"""A COMMIT that reached PostgreSQL and whose answer was lost with the connection: the
+transaction landed, and the replica cannot tell. A claim or a manual run then looks for
+its runs and goes on with them, rather than leaving them uncalled until their leases
+expire ("replica lost")."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from adapters.postgres import PostgresTaskStore, create_pool
+from bench.soak_proxy import FaultyProxy
+from domain.runs import RunStatus
+from tests.adapters.postgres.support import MINUTE, T0, query
+from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.tasks import make_task
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def store(
+    postgres_proxy: tuple[FaultyProxy, str], postgres_backend: PostgresBackend
+) -> AsyncIterator[PostgresTaskStore]:
+    """The test schema's store, its connections going through the proxy."""
+    _, url = postgres_proxy
+    pool = create_pool(url, min_size=1, max_size=2, timeout=5.0)
+    await pool.open(wait=True)
+    try:
+        yield PostgresTaskStore(pool, postgres_backend.schema)
+    finally:
+        await pool.close()
+
+
+async def test_a_claim_whose_commit_answer_is_lost_goes_on_with_its_runs(
+    store: PostgresTaskStore,
+    postgres_proxy: tuple[FaultyProxy, str],
+    postgres_backend: PostgresBackend,
+) -> None:
+    proxy, _ = postgres_proxy
+    tasks = [await store.create_task(make_task()) for _ in range(3)]
+    proxy.lose_commit_answers(1)
+
+    claimed = await store.claim_due(T0, 10, "r1")
+    again = await store.claim_due(T0, 10, "r2")
+
+    assert proxy.commit_answers_lost == 1
+    assert sorted(c.task.id for c in claimed) == sorted(t.id for t in tasks)
+    assert {c.run.status for c in claimed} == {RunStatus.RUNNING}
+    assert again == []  # the claim landed once: nothing is due twice
+    url, schema = postgres_backend.url, postgres_backend.schema
+    rows = await query(url, "SELECT id, status, replica FROM {schema}.runs", schema)
+    assert sorted(rows) == sorted((c.run.id, "running", "r1") for c in claimed)
+
+
+async def test_a_manual_run_whose_commit_answer_is_lost_goes_on(
+    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str]
+) -> None:
+    proxy, _ = postgres_proxy
+    task = await store.create_task(make_task(due=None))
+    proxy.lose_commit_answers(1)
+
+    manual = await store.start_manual_run(task.id, T0 + MINUTE, "r1")
+
+    assert proxy.commit_answers_lost == 1
+    assert manual.run.manual and manual.run.status is RunStatus.RUNNING
+    assert (await store.get_run(manual.run.id)).status is RunStatus.RUNNING
