@@ -38,10 +38,18 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """`time level logger: message key=value …`"""
+    """`time level logger: message key=value …`, on one line: a line break inside (a
+    PostgreSQL error's message has several, a traceback many) is written `\\n`, so
+    that a reader taking a line for a record never meets half a record."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if "\n" in text or "\r" in text:
+            return text.replace("\r", "\\r").replace("\n", "\\n")
+        return text
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
