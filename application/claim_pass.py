@@ -117,19 +117,61 @@ async def wait_or_stop(stopped: Callable[[], Awaitable[object]], seconds: float)
         await asyncio.wait_for(stopped(), seconds)
 
 
+# Seconds a loop's passes may fail in a row, once one succeeded, before the engine stops
+# being ready: a cut connection fails a pass and the next, a moment later, succeeds, and a
+# load balancer should not take every replica out of rotation for that. A database that
+# is really gone fails /readyz's own ping at once.
+FAILING_GRACE = 10.0
+
+
+class FailingSpell:
+    """How long the passes of a loop have failed in a row (real time: what a probe sees)."""
+
+    def __init__(self, seconds: Callable[[], float] = time.monotonic) -> None:
+        self._seconds = seconds
+        self.succeeded_once = False
+        self._since: float | None = None
+
+    def succeeded(self) -> None:
+        self.succeeded_once = True
+        self._since = None
+
+    def failed(self) -> None:
+        if self._since is None:
+            self._since = self._seconds()
+
+    def reset(self) -> None:
+        self.succeeded_once = False
+        self._since = None
+
+    @property
+    def too_long(self) -> bool:
+        since = self._since
+        return since is not None and self._seconds() - since >= FAILING_GRACE
+
+    @property
+    def healthy(self) -> bool:
+        """A pass has succeeded, and passes have not failed for FAILING_GRACE since."""
+        return self.succeeded_once and not self.too_long
+
+
 class PassLoop:
     """Runs an engine's passes until it stops, retrying through store outages.
 
     After a pass, sleep until the deadline it returned; after a failed one, report it
     through `failed(exc, retry_in)`, which waits `retry_in` seconds: `store_retry_initial`,
     doubling up to `store_retry_max`, back to the start once a pass succeeds. `healthy`
-    says whether the last pass succeeded.
+    says whether a pass succeeded and none has failed since, or not for FAILING_GRACE.
     """
 
     def __init__(self, settings: EngineSettings) -> None:
         self._settings = settings
-        self.healthy = False
+        self.spell = FailingSpell()
         self._began: float | None = None  # time.monotonic() of the pass under way
+
+    @property
+    def healthy(self) -> bool:
+        return self.spell.healthy
 
     @property
     def stalled_for(self) -> float | None:
@@ -155,11 +197,11 @@ class PassLoop:
                 deadline = await one_pass()
             except Exception as exc:
                 self._began = None
-                self.healthy = False
+                self.spell.failed()
                 await failed(exc, backoff)
                 backoff = min(backoff * 2, settings.store_retry_max)
                 continue
             self._began = None
-            self.healthy = True
+            self.spell.succeeded()
             backoff = settings.store_retry_initial
             await sleep_until(deadline)

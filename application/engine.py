@@ -77,7 +77,8 @@ class TriggerLoop:
 
     @property
     def alive(self) -> bool:
-        """Running, not stopping, and the last pass over the store succeeded."""
+        """Running, not stopping, a pass over the store succeeded, and passes have not
+        failed since for FAILING_GRACE (application/claim_pass.py)."""
         main = self._main
         healthy = self._passes.healthy
         return main is not None and not main.done() and healthy and not self._stopping
@@ -156,7 +157,7 @@ class TriggerLoop:
                 await self._runs.abandon()
             raise
         finally:
-            self._passes.healthy = False
+            self._passes.spell.reset()
 
     async def _failed(self, exc: Exception, retry_in: float) -> None:
         self._report_store_error(exc, retry_in)

@@ -100,7 +100,8 @@ class APSchedulerEngine:
 
     @property
     def alive(self) -> bool:
-        """APScheduler running, the last resync and the last claim pass succeeded."""
+        """APScheduler running, its passes succeeding or failing for less than
+        FAILING_GRACE (application/claim_pass.py)."""
         scheduler, main = self._scheduler, self._main
         return (
             main is not None
@@ -108,7 +109,7 @@ class APSchedulerEngine:
             and scheduler is not None
             and scheduler.state is RunState.started
             and self._tending_passes.healthy
-            and not self._passes.failing
+            and not self._passes.spell.too_long
             and not self._stopping
         )
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from application.claim_pass import ClaimPass
+from application.claim_pass import ClaimPass, FailingSpell
 from application.engine_runs import RunRunner
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
@@ -46,6 +46,7 @@ class ClaimPasses:
         self._begun = 0
         self.closed = False
         self.failing = False
+        self.spell = FailingSpell()  # for readiness: failing for long
         self.covered_at: datetime | None = None
 
     @property
@@ -87,6 +88,7 @@ class ClaimPasses:
             await self._claims.run(lambda: self.closed)
         except Exception as exc:
             self.failing = True
+            self.spell.failed()
             self._observer.store_error(exc)
             log.warning(
                 "claim pass failed; the engine retries it",
@@ -95,4 +97,5 @@ class ClaimPasses:
             self._on_owed()
             return
         self.failing = False
+        self.spell.succeeded()
         self.note_covered(began)

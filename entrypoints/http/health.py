@@ -10,6 +10,7 @@ from litestar.di import NamedDependency
 from litestar.openapi import ResponseSpec
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from application.claim_pass import FAILING_GRACE
 from application.ports import Engine, TaskStore
 from entrypoints.http.models import Health, Ready
 from entrypoints.http.problems import PROBLEM_JSON, NotReady, Problem
@@ -69,7 +70,9 @@ def _engine_check(engine: Engine) -> str:
     stalled = engine.stalled_for
     if stalled is not None:
         return f"stalled (its pass over the store has waited {stalled:.0f} s)"
-    return "ok" if engine.alive else "not running"
+    if engine.alive:
+        return "ok"
+    return f"not running (stopping, or its passes over the store failed for {FAILING_GRACE:g} s)"
 
 
 @get(

@@ -9,6 +9,7 @@ import pytest
 
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore, NoopExecutor
+from application.claim_pass import FAILING_GRACE, FailingSpell
 from application.engine import TriggerLoop
 from domain.runs import RunStatus
 from domain.triggers import IntervalTrigger
@@ -152,3 +153,47 @@ async def test_a_pass_stuck_on_the_store_is_reported_stalled_then_recovers(
     await eventually(lambda: finished_runs(store, task), "the run, once the pass went on")
     assert engine.stalled_for is None
     assert engine.alive
+
+
+async def test_a_brief_outage_after_a_pass_leaves_the_engine_ready(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop]
+) -> None:
+    # A cut connection fails a pass or two; /readyz must not take the replica out of
+    # rotation for that (every replica sees the same cut at once).
+    flaky = FlakyStore(store)
+    observer = RecordingObserver()
+    engine = TriggerLoop(flaky, store.new_waker(), NoopExecutor(clock), clock, settings(), observer)
+    engines.append(engine)
+    await engine.start()
+    await eventually(lambda: _alive(engine), "the engine's first pass")
+
+    flaky.down = True
+    await store.create_task(make_task())  # wakes the engine: its passes fail, retried
+    await eventually(lambda: _errors(observer, 2), "two failed passes")
+
+    assert engine.alive
+
+
+async def _alive(engine: TriggerLoop) -> bool:
+    return engine.alive
+
+
+async def _errors(observer: RecordingObserver, count: int) -> bool:
+    return len(observer.errors) >= count
+
+
+def test_passes_failing_in_a_row_for_the_grace_make_a_loop_unready() -> None:
+    now = [100.0]
+    spell = FailingSpell(lambda: now[0])
+    assert not spell.healthy  # no pass has succeeded yet
+    spell.succeeded()
+    spell.failed()
+    now[0] += FAILING_GRACE - 0.1
+    spell.failed()  # the spell began with the first failure
+    assert spell.healthy
+    now[0] += 0.1
+    assert not spell.healthy and spell.too_long
+    spell.succeeded()
+    assert spell.healthy
+    spell.reset()  # the engine stopped
+    assert not spell.healthy

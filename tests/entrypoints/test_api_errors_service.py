@@ -96,7 +96,8 @@ async def test_readiness_fails_when_the_engine_is_not_running() -> None:
 
         problem = assert_problem(await client.get("/readyz"), 503)
 
-    assert problem["checks"] == {"store": "ok", "engine": "not running"}
+    assert problem["checks"]["store"] == "ok"
+    assert problem["checks"]["engine"].startswith("not running")
 
 
 async def _status(client: Client, path: str, status: int) -> bool:
