@@ -42,6 +42,9 @@ MERGE_PATCH_JSON = "application/merge-patch+json"
 # A NUL can only reach a decoded JSON string through this escape (raw control
 # characters are not JSON), so bodies without it skip the walk.
 _NUL_ESCAPE = b"\\u0000"
+# pydantic's JSON parser reads NaN and Infinity, which JSON has not (and PostgreSQL's
+# jsonb refuses): bodies holding those letters are read by the strict parser first.
+_NOT_JSON_NUMBERS = (b"NaN", b"Infinity")
 
 
 def refuse_nul(value: object) -> None:
@@ -104,6 +107,11 @@ class JsonBody(_Body[M]):
             with contextlib.suppress(ValueError, UnicodeDecodeError):
                 decoded = json.loads(value)  # not JSON: validation below says so
             refuse_nul(decoded)
+        if any(word in value for word in _NOT_JSON_NUMBERS):
+            try:
+                json.loads(value, parse_constant=_reject_constant)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise malformed(str(exc)) from None
         try:
             return self.model_type.model_validate_json(value, strict=True)
         except ValidationError as exc:

@@ -6,6 +6,8 @@
   `?status=succeeded&status=failed` would list only the failed runs.
 - An instant is an RFC 3339 date-time with an offset: Litestar would also read a number
   as epoch seconds (`?since=0.5` is 1970) and a date as its midnight.
+- An integer is written in decimal digits (`5`): Litestar would also read `1.0` or
+  `1e1`.
 - Boolean ones are `true` or `false`: Litestar would also read `1`, `True`, `yes` or
   `on`, so a guard on each route that has one refuses every other spelling, naming the
   parameter, before Litestar reads it.
@@ -41,6 +43,7 @@ class _Taken:
     names: frozenset[str]
     single: frozenset[str]
     instants: frozenset[str]
+    integers: frozenset[str]
 
 
 # Found from each handler's signature on first use. Keyed by the handler's function:
@@ -63,6 +66,11 @@ def _query_names(handler: BaseRouteHandler, path_parameters: dict[str, Any]) -> 
                 for p in params
                 if any(t.is_subclass_of(datetime) for t in _types(signature[p.field_name]))
             ),
+            integers=frozenset(
+                p.field_alias
+                for p in params
+                if any(t.annotation is int for t in _types(signature[p.field_name]))
+            ),
         )
         _taken[key] = taken
     return taken
@@ -76,6 +84,9 @@ def _types(field: Any) -> list[Any]:
 # RFC 3339 `date-time` (`T` or `t`, or a space as its section 5.6 allows; any fraction),
 # checked before Litestar reads the value: pydantic would take a number, or a date.
 _INSTANT = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
+
+
+_INTEGER = re.compile(r"0|[1-9][0-9]*")
 
 
 def _instant_error(value: str) -> str | None:
@@ -114,6 +125,9 @@ async def known_query(
         error = _instant_error(query[name])
         if error is not None:
             raise InvalidRequest(name, error)
+    for name in sorted(taken.integers & set(query)):
+        if not _INTEGER.fullmatch(value := query[name]):
+            raise InvalidRequest(name, f"must be an integer written in digits (50), not {value!r}")
 
 
 def boolean_query(*names: str) -> Guard:

@@ -221,6 +221,29 @@ async def test_malformed_json_is_a_400_that_says_so(client: Client) -> None:
     assert await task_count(client) == 0
 
 
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+async def test_a_number_json_has_not_is_a_400_on_every_route(api: Client, number: str) -> None:
+    # pydantic's parser reads them; PostgreSQL's jsonb does not (POST /tasks was a 500).
+    task = (
+        '{"name": "nightly-report", "trigger": {"kind": "interval", "every": 60},'
+        f' "target": {{"url": "http://127.0.0.1:9/", "body": {{"ratio": {number}}}}}}}'
+    )
+    sent = [
+        await api.post("/tasks", content=task, headers=JSON_TYPE),
+        await api.put("/tasks/nightly-report", content=task, headers=JSON_TYPE),
+        await api.post("/tasks/apply", content=f'{{"tasks": [{task}]}}', headers=JSON_TYPE),
+        await api.post("/tasks", content=number, headers=JSON_TYPE),
+    ]
+
+    for response in sent:
+        detail = assert_problem(response, 400)["detail"]
+        assert detail.endswith(f"not valid JSON: {number} is not a JSON number")
+    assert await task_count(api) == 0
+
+
 async def test_a_body_that_is_not_json_is_a_415(
     client: Client, recording_target: RecordingTarget
 ) -> None:

@@ -219,6 +219,8 @@ async def test_a_calendar_step_is_at_most_a_hundred_years(
         ("/tasks?limit=0", "limit", "must be an integer of at least 1"),
         ("/runs?limit=501", "limit", "must be an integer of at most 500"),
         ("/tasks?limit=many", "limit", "must be an integer"),
+        ("/tasks?limit=1.0", "limit", "must be an integer written in digits (50), not '1.0'"),
+        ("/tasks/x/upcoming?count=1e1", "count", "must be an integer written in digits"),
     ],
 )
 async def test_a_bad_query_value_is_named_in_the_api_s_own_words(
