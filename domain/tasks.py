@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -217,6 +218,28 @@ class HttpTarget(_Model):
         if read_back(info):
             return value
         return check_headers_env(value, info.data.get("headers", {}), info.data.get("auth"))
+
+    @field_validator("body")
+    @classmethod
+    def _finite_numbers(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        # JSON parsers read 1e400 as infinity, which no JSON document (nor the stored
+        # jsonb, nor the call's body) can carry.
+        if not read_back(info) and not _finite(value):
+            raise ValueError(
+                "holds a number too large for JSON (1e400 reads as infinity): send it as a string"
+            )
+        return value
+
+
+def _finite(value: JsonValue) -> bool:
+    """No float in `value` is infinite or NaN."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
 
 
 class EventType(StrEnum):

@@ -244,6 +244,24 @@ async def test_a_number_json_has_not_is_a_400_on_every_route(api: Client, number
     assert await task_count(api) == 0
 
 
+async def test_a_target_body_number_too_large_for_json_is_refused(api: Client) -> None:
+    # 1e400 parses as infinity, which the stored jsonb refused: a 500.
+    task = (
+        '{"name": "nightly-report", "trigger": {"kind": "interval", "every": 60},'
+        ' "target": {"url": "http://127.0.0.1:9/", "body": {"ratio": [1, -1e400]}}}'
+    )
+    sent = [
+        await api.post("/tasks", content=task, headers=JSON_TYPE),
+        await api.put("/tasks/nightly-report", content=task, headers=JSON_TYPE),
+        await api.post("/tasks/apply", content=f'{{"tasks": [{task}]}}', headers=JSON_TYPE),
+    ]
+
+    for response in sent:
+        assert fields(assert_problem(response, 422))[-1].endswith("target.body")
+        assert "too large for JSON" in response.text
+    assert await task_count(api) == 0
+
+
 async def test_a_body_that_is_not_json_is_a_415(
     client: Client, recording_target: RecordingTarget
 ) -> None:
