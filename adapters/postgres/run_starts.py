@@ -3,7 +3,6 @@ under advisory locks), and manual runs."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime
 from typing import Any
@@ -16,7 +15,7 @@ from pydantic import ValidationError
 from adapters.postgres.calendars import claim_calendars
 from adapters.postgres.claiming import ClaimBatch, manual_run_params
 from adapters.postgres.events import write_events
-from adapters.postgres.rows import to_run, to_task
+from adapters.postgres.rows import to_task
 from adapters.postgres.slots import (
     SlotRead,
     SlotWrites,
@@ -26,17 +25,15 @@ from adapters.postgres.slots import (
 )
 from adapters.postgres.transactions import PostgresStoreBase, Row
 from domain.claims import claim, claimed_task_fields, new_run, resolve_status
-from domain.errors import CommitUnanswered, StoreUnavailable, TaskNotFound
+from domain.errors import CommitUnanswered, TaskNotFound
 from domain.events import claim_events
 from domain.instants import truncate
 from domain.overlap import Slots
-from domain.runs import ClaimedRun, Run, RunStatus
+from domain.runs import ClaimedRun, RunStatus
 from domain.tasks import Task
 
 # The store's logger, named as before the store was split into parts.
 log = logging.getLogger("adapters.postgres.store")
-# Seconds before each look for the runs of a transaction whose COMMIT went unanswered.
-_LANDED_PAUSES = (0.0, 0.5, 1.0, 2.0)
 
 
 class RunStarts(PostgresStoreBase):
@@ -52,11 +49,11 @@ class RunStarts(PostgresStoreBase):
             # Claimed runs that landed and were not called would hold their slots until
             # their leases expire, then end "replica lost": look for them, call them.
             landed = await self._landed([c.run.id for c in claimed[:1]] + list(writes.start))
-            if landed is None or not (
-                any(c.run.id in landed for c in claimed) or _ours(landed, writes)
-            ):
+            if landed is None:
                 raise
-            started = [ClaimedRun(writes.tasks[run.id], run) for run in _ours(landed, writes)]
+            started = writes.started_among(landed)
+            if not started and not any(c.run.id in landed for c in claimed):
+                raise
             log.warning(
                 "a claim's COMMIT went unanswered, but it was written: its %d runs go on",
                 len(claimed) + len(started),
@@ -106,21 +103,6 @@ class RunStarts(PostgresStoreBase):
                 await self._notify(conn, self.cancel_channel, "replace")
         return await writes.started(started) + claimed
 
-    async def _landed(self, run_ids: list[UUID]) -> dict[UUID, Run] | None:
-        """After a COMMIT went unanswered: those of `run_ids` that are stored, by id;
-        None when the store still cannot say (asked a few times over a few seconds, well
-        within a lease)."""
-        if not run_ids:
-            return None
-        for pause in _LANDED_PAUSES:
-            await asyncio.sleep(pause)
-            try:
-                rows = await self._read(self._q["get_runs"], {"ids": run_ids})
-            except StoreUnavailable:
-                continue
-            return {run.id: run for run in map(to_run, rows)}
-        return None
-
     async def _lease_counts(
         self, conn: AsyncConnection[Any], task_ids: list[UUID], now: datetime
     ) -> dict[UUID, int]:
@@ -164,19 +146,6 @@ class RunStarts(PostgresStoreBase):
             made.append(manual)
             await write_events(conn, self.schema, claim_events(self._rules, [manual]))
         return manual
-
-
-def _ours(landed: dict[UUID, Run], writes: SlotWrites) -> list[Run]:
-    """The queued runs this claim started, among those that `landed`: running with the
-    lease it gave them (another replica may have started one since)."""
-    return [
-        run
-        for run_id, fields in writes.start.items()
-        if (run := landed.get(run_id)) is not None
-        and run.status is RunStatus.RUNNING
-        and run.replica == fields["replica"]
-        and run.lease_expires_at == fields["lease_expires_at"]
-    ]
 
 
 def valid_task(row: Row) -> Task | None:

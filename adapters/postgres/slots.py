@@ -160,6 +160,19 @@ class SlotWrites:
         rows = [row for cur in self.cancelled for row in await cur.fetchall()]
         return [run for run in map(to_run, rows) if run.backfill_id is not None]
 
+    def started_among(self, landed: dict[UUID, Run]) -> list[ClaimedRun]:
+        """The queued runs `write` started, among those read back after a COMMIT went
+        unanswered: running with the lease given here (another replica may have started
+        one since, had this transaction not landed)."""
+        return [
+            ClaimedRun(self.tasks[run_id], run)
+            for run_id, fields in self.start.items()
+            if (run := landed.get(run_id)) is not None
+            and run.status is RunStatus.RUNNING
+            and run.replica == fields["replica"]
+            and run.lease_expires_at == fields["lease_expires_at"]
+        ]
+
     async def started(self, cur: AsyncCursor[Row] | None) -> list[ClaimedRun]:
         if cur is None:
             return []

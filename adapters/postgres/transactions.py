@@ -3,10 +3,12 @@ channels, transactions in pipeline mode, reads retried on a fresh connection, NO
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg import AsyncConnection
@@ -17,12 +19,16 @@ from adapters.postgres.errors import translated_errors
 from adapters.postgres.events import PostgresOutbox
 from adapters.postgres.pool import live_connection, pipelined_transaction
 from adapters.postgres.queueing import Queues
+from adapters.postgres.rows import to_run
 from domain.calendars import StoredCalendar
 from domain.errors import StoreUnavailable
 from domain.events import EventRules
+from domain.runs import Run
 
 # The store's logger, named as before the store was split into parts.
 log = logging.getLogger("adapters.postgres.store")
+# Seconds before each look for the runs of a transaction whose COMMIT went unanswered.
+_LANDED_PAUSES = (0.0, 0.5, 1.0, 2.0)
 
 Row = dict[str, Any]
 
@@ -82,6 +88,21 @@ class PostgresStoreBase:
                     continue
                 raise StoreUnavailable("the database is unavailable") from exc
         raise AssertionError("unreachable")
+
+    async def _landed(self, run_ids: list[UUID]) -> dict[UUID, Run] | None:
+        """After a COMMIT went unanswered (CommitUnanswered): those of `run_ids` that are
+        stored, by id, as they are; None when the store still cannot say (asked at once
+        and a few times over a few seconds, well within a lease)."""
+        if not run_ids:
+            return None
+        for pause in _LANDED_PAUSES:
+            await asyncio.sleep(pause)
+            try:
+                rows = await self._read(self._q["get_runs"], {"ids": run_ids})
+            except StoreUnavailable:
+                continue
+            return {run.id: run for run in map(to_run, rows)}
+        return None
 
     async def _notify(self, conn: AsyncConnection[Any], channel: str, payload: object) -> None:
         await conn.execute(self._q["notify"], {"channel": channel, "payload": str(payload)})

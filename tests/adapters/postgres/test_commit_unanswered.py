@@ -12,7 +12,9 @@ import pytest
 from adapters.postgres import PostgresTaskStore, create_pool
 from bench.soak_proxy import FaultyProxy
 from domain.runs import RunStatus
+from tests.adapters.contract_support import SECOND, succeeded
 from tests.adapters.postgres.support import MINUTE, T0, query
+from tests.adapters.test_overlap_contract import add, claim_at
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.tasks import make_task
 
@@ -66,3 +68,23 @@ async def test_a_manual_run_whose_commit_answer_is_lost_goes_on(
     assert proxy.commit_answers_lost == 1
     assert manual.run.manual and manual.run.status is RunStatus.RUNNING
     assert (await store.get_run(manual.run.id)).status is RunStatus.RUNNING
+
+
+async def test_a_finish_whose_commit_answer_is_lost_goes_on_with_the_queued_run_it_started(
+    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str]
+) -> None:
+    proxy, _ = postgres_proxy
+    task = await add(store, "buffer_all")
+    [holder] = await claim_at(store, 1)
+    [queued] = await claim_at(store, 2)
+    assert queued.run.status is RunStatus.QUEUED
+    at = T0 + 25 * SECOND
+    proxy.lose_commit_answers(1)
+
+    freed = await store.finish_runs_starting([(holder.run.id, succeeded(at))], at, "r1")
+
+    assert proxy.commit_answers_lost == 1
+    assert [r.status for r in freed.runs] == [RunStatus.SUCCEEDED]
+    assert [c.run.id for c in freed.started] == [queued.run.id]
+    assert freed.started[0].run.status is RunStatus.RUNNING
+    assert freed.started[0].task.id == task.id
