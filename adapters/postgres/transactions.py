@@ -91,18 +91,23 @@ class PostgresStoreBase:
 
     async def _landed(self, run_ids: list[UUID]) -> dict[UUID, Run] | None:
         """After a COMMIT went unanswered (CommitUnanswered): those of `run_ids` that are
-        stored, by id, as they are; None when the store still cannot say (asked at once
-        and a few times over a few seconds, well within a lease)."""
+        stored, by id, as they are; None when the store still cannot say. Asked at once
+        and again a few times over a few seconds (well within a lease) while it finds
+        none: a server that had the COMMIT when the connection went still ends it, and
+        it may not have yet when the first look comes."""
         if not run_ids:
             return None
+        found: dict[UUID, Run] | None = None
         for pause in _LANDED_PAUSES:
             await asyncio.sleep(pause)
             try:
                 rows = await self._read(self._q["get_runs"], {"ids": run_ids})
             except StoreUnavailable:
                 continue
-            return {run.id: run for run in map(to_run, rows)}
-        return None
+            found = {run.id: run for run in map(to_run, rows)}
+            if found:
+                return found
+        return found
 
     async def _notify(self, conn: AsyncConnection[Any], channel: str, payload: object) -> None:
         await conn.execute(self._q["notify"], {"channel": channel, "payload": str(payload)})

@@ -72,7 +72,10 @@ def _engine_check(engine: Engine) -> str:
         return f"stalled (its pass over the store has waited {stalled:.0f} s)"
     if engine.alive:
         return "ok"
-    return f"not running (stopping, or its passes over the store failed for {FAILING_GRACE:g} s)"
+    return (
+        "not running (stopping, not through a first pass over the store yet, or its passes"
+        f" have failed for {FAILING_GRACE:g} s)"
+    )
 
 
 @get(
