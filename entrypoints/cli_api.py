@@ -123,7 +123,11 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         type=_server_url,
         help=f"the server's base URL (default: SCHEDULER_URL, else {DEFAULT_URL})",
     )
-    parser.add_argument("--token", help="a bearer token (default: SCHEDULER_TOKEN)")
+    parser.add_argument(
+        "--token",
+        help="a bearer token (default: SCHEDULER_TOKEN, which other users of the machine"
+        " cannot read in the process list, as they can --token)",
+    )
 
 
 def _task(value: str) -> str:

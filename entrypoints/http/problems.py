@@ -180,13 +180,13 @@ def store_unavailable(request: Request[Any, Any, Any], exc: Exception) -> Respon
     if observer is not None:
         observer.store_error(exc)
     log.warning("store unavailable", extra={"path": request.url.path})
-    return problem(
-        503,
-        "store-unavailable",
-        "the task store is unavailable; retry shortly (a change whose answer the lost"
-        " connection took may have been made: read it back before sending it again)",
-        headers={"Retry-After": "5"},
-    )
+    detail = "the task store is unavailable; retry shortly"
+    if request.method not in ("GET", "HEAD"):
+        detail += (
+            " (a change whose answer the lost connection took may have been made: read it"
+            " back before sending it again)"
+        )
+    return problem(503, "store-unavailable", detail, headers={"Retry-After": "5"})
 
 
 def contended(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:

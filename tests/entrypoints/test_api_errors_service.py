@@ -22,7 +22,7 @@ from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from entrypoints.http.health import Readiness, StorePing
 from tests.application.engine_support import T0, StuckStore, settings
-from tests.entrypoints.helpers import Client, assert_problem, make_settings
+from tests.entrypoints.helpers import Client, assert_problem, cron_task, make_settings
 from tests.fixtures.waiting import eventually
 
 SECRET = "s3cret-password"
@@ -44,6 +44,9 @@ class BrokenStore(InMemoryTaskStore):
         raise StoreUnavailable()
 
     async def ping(self) -> None:
+        raise StoreUnavailable()
+
+    async def create_task(self, task: Task, *, actor: str | None = None) -> Task:
         raise StoreUnavailable()
 
 
@@ -70,9 +73,12 @@ async def test_an_internal_error_is_a_500_that_leaks_nothing_but_is_logged(
 
 async def test_a_store_outage_is_a_503_with_retry_after(broken: Client) -> None:
     response = await broken.get("/tasks")
+    written = await broken.post("/tasks", json=cron_task("http://127.0.0.1:9/"))
 
-    assert_problem(response, 503)
+    assert assert_problem(response, 503)["detail"] == "the task store is unavailable; retry shortly"
     assert response.headers["retry-after"] == "5"
+    # A change may have reached the database before the connection went.
+    assert "may have been made: read it back" in assert_problem(written, 503)["detail"]
 
 
 async def test_readiness_fails_while_the_store_is_unreachable(broken: Client) -> None:
