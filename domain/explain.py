@@ -53,15 +53,30 @@ def stamp(instant: datetime) -> str:
 def latest_fire_at_or_before(
     trigger: Trigger, instant: datetime, calendars: Calendars = None
 ) -> datetime | None:
-    """The trigger's last fire time at or before `instant`, None within LOOKBACK."""
+    """The trigger's last fire time at or before `instant`, None within LOOKBACK.
+
+    Windows ending at `instant` double until one holds a fire time; then the window is
+    halved toward its last one (a fire time every second, before days a calendar holds,
+    would take one step per fire time: hundreds of thousands). Fire times are whole
+    seconds, and `next_fire_time` never goes back as its start moves on."""
+    top = instant.replace(microsecond=0)  # the same fire times are at or before it
     back = SECOND
+    empty_after = top  # no fire time in (empty_after, top]
     while back <= LOOKBACK:
-        candidate = trigger.next_fire_time(instant - back, calendars)
+        start = top - back
+        candidate = trigger.next_fire_time(start, calendars)
         if candidate is not None and candidate <= instant:
-            following = trigger.next_fire_time(candidate, calendars)
-            while following is not None and following <= instant:
-                candidate, following = following, trigger.next_fire_time(following, calendars)
+            # The last fire time at or before `instant` is in (start, empty_after].
+            while empty_after - start > SECOND:
+                half = int((empty_after - start).total_seconds()) // 2
+                middle = start + timedelta(seconds=half)
+                found = trigger.next_fire_time(middle, calendars)
+                if found is not None and found <= instant:
+                    start, candidate = middle, found
+                else:
+                    empty_after = middle
             return candidate
+        empty_after = start
         back *= 2
     return None
 

@@ -5,8 +5,10 @@ that computes fire times."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from uuid import uuid4
+
+import pytest
 
 from domain.calendars import Calendar
 from domain.explain import (
@@ -144,3 +146,33 @@ def test_the_last_excluded_second_of_a_dense_hour_is_found_hours_later() -> None
     assert answer.detail == (
         "excluded: 2026-12-25 02:59:59 is a date of calendar holidays, which the trigger excludes"
     )
+
+
+@pytest.mark.parametrize(
+    ("at", "last"),
+    [
+        # Within the held days: the last second before them, 300 days back.
+        (datetime(2027, 10, 28, 12, 0, 0, 500_000, tzinfo=UTC), datetime(2027, 1, 1, 22, 59, 59)),
+        # After them: the instant itself, and the second before a fraction.
+        (datetime(2027, 11, 1, 12, 0, 0, tzinfo=UTC), datetime(2027, 11, 1, 12, 0, 0)),
+        (datetime(2027, 11, 1, 12, 0, 0, 999_999, tzinfo=UTC), datetime(2027, 11, 1, 12, 0, 0)),
+    ],
+)
+def test_the_last_fire_time_before_many_held_days_of_a_per_second_trigger(
+    at: datetime, last: datetime
+) -> None:
+    # A fire time every second, then 300 days the calendar holds: the search halves its
+    # window toward the last fire time (stepping through them took minutes, the event
+    # loop and every other request waiting).
+    held = [(date(2027, 1, 2) + timedelta(days=day)).isoformat() for day in range(300)]
+    calendars = {"closed": Calendar(name="closed", dates=held)}
+    trigger = {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "timezone": "Europe/Berlin",
+        "calendar": {"name": "closed", "policy": "exclude"},
+    }
+
+    fired = latest_fire_at_or_before(TRIGGER_ADAPTER.validate_python(trigger), at, calendars)
+
+    assert fired == last.replace(tzinfo=UTC)
