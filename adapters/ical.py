@@ -71,6 +71,10 @@ def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date)
             days = _event_days(event, start, horizon, yearly, taken_out)
         except _EventProblem as exc:
             raise InvalidRequest(field, f"event {_event_name(event)}: {exc}") from None
+        except OverflowError:  # a day after 9999-12-31, which no date is
+            raise InvalidRequest(
+                field, f"event {_event_name(event)}: runs past 9999-12-31, the last date there is"
+            ) from None
         dates.update(days)
     try:
         return Calendar(name=name, dates=tuple(sorted(dates)), yearly=tuple(sorted(yearly)))

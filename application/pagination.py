@@ -76,7 +76,11 @@ def decode_cursor(cursor: str, listing: str) -> dict[str, Any]:
         )
     try:
         payload = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        # The key that signs cursors is no secret (a check against mistakes, not forgery):
+        # a forged one may hold what no issued one does, a lone surrogate, which the
+        # database cannot take.
+        json.dumps(payload, ensure_ascii=False).encode()
+    except (ValueError, UnicodeError, RecursionError):
         raise InvalidRequest("cursor", _NOT_ISSUED) from None
     if not isinstance(payload, dict) or nul_at(payload) is not None:
         raise InvalidRequest("cursor", _NOT_ISSUED)

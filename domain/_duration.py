@@ -46,7 +46,8 @@ def seconds_of(value: object) -> int:
     if seconds <= 0:
         raise ValueError(f"must be a positive number of seconds, got {seconds}")
     if seconds > MAX_SECONDS:
-        shown = str(seconds) if seconds < 10**30 else f"{seconds:.3e}"  # not 300 digits
+        digits = int(seconds.bit_length() * 0.30103) + 1  # str() of 5,000 digits raises
+        shown = str(seconds) if seconds < 10**30 else f"a number of about {digits} digits"
         raise ValueError(f"must be at most {MAX_SECONDS} seconds (100 years), got {shown}")
     return seconds
 

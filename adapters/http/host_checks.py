@@ -53,7 +53,8 @@ class HostChecks:
                 return None  # the host is known only once rendered; the transport judges it
             try:
                 parsed = parse_url(url)
-            except httpx.InvalidURL as exc:
+                parsed.host  # noqa: B018 - its host decoded as a request will (IDNA)
+            except (httpx.InvalidURL, UnicodeError) as exc:  # idna's errors are UnicodeErrors
                 return f"is not a URL the HTTP client accepts: {exc}"
             raw_host = parsed.raw_host.decode("ascii")
             if raw_host and raw_host != host:  # the same host was judged just above

@@ -104,14 +104,14 @@ class JsonBody(_Body[M]):
         self._check_media_type()
         if _NUL_ESCAPE in value:
             decoded: object = None
-            with contextlib.suppress(ValueError, UnicodeDecodeError):
+            with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
                 decoded = json.loads(value)  # not JSON: validation below says so
             refuse_nul(decoded)
         if any(word in value for word in _NOT_JSON_NUMBERS):
             try:
                 json.loads(value, parse_constant=_reject_constant)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise malformed(str(exc)) from None
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                raise _unreadable(exc) from None
         try:
             return self.model_type.model_validate_json(value, strict=True)
         except ValidationError as exc:
@@ -129,8 +129,8 @@ class MergePatchBody(_Body[M]):
         self._check_media_type()
         try:
             patch = json.loads(value, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise malformed(str(exc)) from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise _unreadable(exc) from None
         if not isinstance(patch, dict):
             raise InvalidRequest("body", "a merge patch must be a JSON object")
         refuse_nul(patch)
@@ -146,8 +146,8 @@ class JsonObjectBody(_Body[M]):
         self._check_media_type()
         try:
             body = json.loads(value, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise malformed(str(exc)) from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            raise _unreadable(exc) from None
         if not isinstance(body, dict):
             raise InvalidRequest("body", "must be a JSON object")
         refuse_nul(body)
@@ -222,14 +222,14 @@ async def refuse_body(request: Request[Any, Any, Any]) -> None:
         return
     try:
         body = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         header = request.headers.get("content-type")
         media_type = None if header is None else header.split(";", 1)[0].strip().lower()
         if media_type not in (None, JSON):
             raise ClientException(
                 status_code=415, detail=f"unsupported Content-Type {media_type!r}; send no body"
             ) from None
-        raise malformed(str(exc)) from None
+        raise _unreadable(exc) from None
     if not isinstance(body, dict):
         raise InvalidRequest(
             "body", f"this request takes no body: send none, or {{}}, not {json_type(body)}"
@@ -242,7 +242,19 @@ async def refuse_body(request: Request[Any, Any, Any]) -> None:
 
 
 def malformed(reason: str) -> ClientException:
+    if "int_max_str_digits" in reason:  # Python's own advice, meant for its programmers
+        reason = "a number has more than 4,300 digits"
     return ClientException(status_code=400, detail=f"the request body is not valid JSON: {reason}")
+
+
+def _unreadable(exc: Exception) -> ClientException:
+    """The 400 for a body `json.loads` could not read."""
+    if isinstance(exc, RecursionError):
+        return ClientException(
+            status_code=400,
+            detail=f"the request body nests arrays and objects more than {MAX_NESTING} deep",
+        )
+    return malformed(str(exc))
 
 
 def _reject_constant(name: str) -> Any:

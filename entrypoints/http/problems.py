@@ -81,12 +81,24 @@ def problem(
         "type": PROBLEM_TYPE + slug,
         "title": HTTPStatus(status).phrase,
         "status": status,
-        "detail": detail,
+        "detail": _encodable(detail),
     }
     if errors is not None:
-        body["errors"] = [{"field": e.field, "message": e.message} for e in errors]
+        body["errors"] = [
+            {"field": _encodable(e.field), "message": _encodable(e.message)} for e in errors
+        ]
     body.update(extra or {})
     return Response(body, status_code=status, media_type=PROBLEM_JSON, headers=dict(headers or {}))
+
+
+def _encodable(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate a request sent (`"\\ud800"`, as a
+    member's name) and the answer names is written as its escape, not a failed answer."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def _validation(errors: Sequence[FieldError]) -> Response[dict[str, Any]]:

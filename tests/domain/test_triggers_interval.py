@@ -64,7 +64,7 @@ def test_every_is_whole_seconds(every: object, seconds: int) -> None:
         pytest.param(10**20, "at most 3155760000 seconds", id="huge"),
         pytest.param("P100000000D", "at most 3155760000 seconds", id="iso-huge"),
         # A number too large to echo is shown short, not in its 300 digits.
-        pytest.param(1e300, "100 years), got 1.000e+300", id="echoed-short"),
+        pytest.param(1e300, "100 years), got a number of about 301 digits", id="echoed-short"),
     ],
 )
 def test_invalid_every_is_a_validation_error_naming_every(every: object, message: str) -> None:
