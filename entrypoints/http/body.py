@@ -195,6 +195,7 @@ def check_patch(model: type[BaseModel], patch: dict[str, Any]) -> None:
     try:
         model.model_validate_json(json.dumps(_without_nulls(patch)), strict=True)
     except ValidationError as exc:
+        _refuse_unreadable(exc)  # nested deeper than any field reads: a 400, as for a body
         kept = [error for error in exc.errors(include_url=False) if error["type"] != "missing"]
         if kept:
             raise InvalidRequest.of([*unknown, *described(kept)]) from None

@@ -13,7 +13,13 @@ from tests.entrypoints.helpers import Client, assert_problem, cron_task, fields_
 
 JSON = {"Content-Type": "application/json"}
 PATCH = {"Content-Type": "application/merge-patch+json"}
-DEEP = '{"a": ' + "[" * 1000 + "]" * 1000 + "}"
+
+
+def deep(levels: int) -> str:
+    return '{"a": ' + "[" * levels + "]" * levels + "}"
+
+
+DEEP = deep(1000)
 
 
 async def created(api: Client) -> str:
@@ -28,6 +34,7 @@ async def test_a_body_nested_a_thousand_deep_is_a_400_on_every_route(api: Client
 
     answers = [
         await api.patch(f"/tasks/{task_id}", content=DEEP, headers=PATCH),
+        await api.patch(f"/tasks/{task_id}", content=deep(500), headers=PATCH),
         await api.put("/tasks/nightly-report", content=DEEP, headers=JSON),
         await api.post("/tasks/apply", content=DEEP, headers=JSON),
         await api.post(f"/tasks/{task_id}/pause", content=DEEP, headers=JSON),
