@@ -31,6 +31,12 @@ def check_zone_name(name: str) -> str:
     """Return `name` when it is a time zone zoneinfo knows, else raise ValueError."""
     if name in _HOST_ALIASES:
         raise ValueError(f"{name!r} names the host's own zone, not an IANA time zone")
+    if name.startswith("right/"):
+        # tzdata's variants that count leap seconds: read as a civil zone, each of their
+        # transitions lands 20-odd seconds from the one the world keeps.
+        raise ValueError(
+            f"{name!r} counts leap seconds, which no clock here does; use {name[6:]!r}"
+        )
     try:
         zone(name)
     except (ValueError, KeyError, OSError, UnicodeError) as exc:

@@ -219,6 +219,14 @@ def test_unknown_zone_names_are_rejected(name: str) -> None:
     assert error["loc"] == ("timezone",)
 
 
+def test_a_zone_counting_leap_seconds_is_refused_naming_the_civil_one() -> None:
+    with pytest.raises(ValidationError) as caught:
+        CronTrigger(expression="* * * * *", timezone="right/Europe/London")
+    [error] = caught.value.errors()
+    assert error["loc"] == ("timezone",)
+    assert "use 'Europe/London'" in error["msg"]
+
+
 def test_schema_takes_every_as_seconds_or_iso_and_gives_seconds() -> None:
     taken = TRIGGER_ADAPTER.json_schema()["$defs"]["IntervalTrigger"]["properties"]["every"]
     given = TRIGGER_ADAPTER.json_schema(mode="serialization")["$defs"]["IntervalTrigger"]
