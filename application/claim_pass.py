@@ -145,6 +145,11 @@ class FailingSpell:
         self._since = None
 
     @property
+    def failing(self) -> bool:
+        """The last pass failed."""
+        return self._since is not None
+
+    @property
     def too_long(self) -> bool:
         since = self._since
         return since is not None and self._seconds() - since >= FAILING_GRACE

@@ -45,8 +45,7 @@ class ClaimPasses:
         self._lock = asyncio.Lock()
         self._begun = 0
         self.closed = False
-        self.failing = False
-        self.spell = FailingSpell()  # for readiness: failing for long
+        self.spell = FailingSpell()  # whether, and since when, passes fail
         self.covered_at: datetime | None = None
 
     @property
@@ -57,6 +56,11 @@ class ClaimPasses:
     @starved.setter
     def starved(self, value: bool) -> None:
         self._claims.starved = value
+
+    @property
+    def failing(self) -> bool:
+        """The last pass failed."""
+        return self.spell.failing
 
     @property
     def busy(self) -> bool:
@@ -87,7 +91,6 @@ class ClaimPasses:
         try:
             await self._claims.run(lambda: self.closed)
         except Exception as exc:
-            self.failing = True
             self.spell.failed()
             self._observer.store_error(exc)
             log.warning(
@@ -96,6 +99,5 @@ class ClaimPasses:
             )
             self._on_owed()
             return
-        self.failing = False
         self.spell.succeeded()
         self.note_covered(began)

@@ -14,7 +14,6 @@ nothing else (no field renaming, no transfer models).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -102,16 +101,16 @@ class JsonBody(_Body[M]):
 
     def decode_bytes(self, value: bytes) -> Any:
         self._check_media_type()
-        if _NUL_ESCAPE in value:
+        not_numbers = any(word in value for word in _NOT_JSON_NUMBERS)
+        if not_numbers or _NUL_ESCAPE in value:  # else pydantic's parser alone reads it
             decoded: object = None
-            with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
-                decoded = json.loads(value)  # not JSON: validation below says so
-            refuse_nul(decoded)
-        if any(word in value for word in _NOT_JSON_NUMBERS):
             try:
-                json.loads(value, parse_constant=_reject_constant)
+                decoded = json.loads(value, parse_constant=_reject_constant)
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-                raise _unreadable(exc) from None
+                if not_numbers:
+                    raise _unreadable(exc) from None
+                # Not JSON: the validation below says so.
+            refuse_nul(decoded)
         try:
             return self.model_type.model_validate_json(value, strict=True)
         except ValidationError as exc:

@@ -3,7 +3,6 @@ still sent, never answered, and the task must drop it before any other change.""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,11 +11,9 @@ import pytest
 from litestar.testing import AsyncTestClient
 from psycopg import sql
 
-from adapters.postgres import initialize
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from tests.entrypoints.helpers import cron_task, fields_of, make_settings
-from tests.fixtures.postgres import drop_schema
 
 pytestmark = pytest.mark.postgres
 
@@ -25,18 +22,10 @@ SECRET = "Bearer s3cret-from-before"
 
 
 @pytest.fixture
-async def schema(database_url: str) -> AsyncIterator[str]:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    await initialize(database_url, name)
-    try:
-        yield name
-    finally:
-        await drop_schema(database_url, name)
-
-
-@pytest.fixture
-async def api(database_url: str, schema: str) -> AsyncIterator[Client]:
-    settings = make_settings(target_allow="127.0.0.1", database_url=database_url, db_schema=schema)
+async def api(database_url: str, postgres_schema: str) -> AsyncIterator[Client]:
+    settings = make_settings(
+        target_allow="127.0.0.1", database_url=database_url, db_schema=postgres_schema
+    )
     async with AsyncTestClient(app=create_app(build_container(settings))) as client:
         yield client
 
@@ -57,9 +46,9 @@ async def stored_with_authorization(api: Client, database_url: str, schema: str)
 
 
 async def test_its_credential_is_answered_as_stars_everywhere(
-    api: Client, database_url: str, schema: str
+    api: Client, database_url: str, postgres_schema: str
 ) -> None:
-    task_id = await stored_with_authorization(api, database_url, schema)
+    task_id = await stored_with_authorization(api, database_url, postgres_schema)
 
     one = await api.get(f"/tasks/{task_id}")
     listed = await api.get("/tasks")
@@ -78,9 +67,9 @@ async def test_its_credential_is_answered_as_stars_everywhere(
 
 
 async def test_it_changes_only_once_the_credential_moves_out(
-    api: Client, database_url: str, schema: str
+    api: Client, database_url: str, postgres_schema: str
 ) -> None:
-    task_id = await stored_with_authorization(api, database_url, schema)
+    task_id = await stored_with_authorization(api, database_url, postgres_schema)
 
     refused = await api.patch(f"/tasks/{task_id}", json={"description": "nightly"})
     unchanged = await api.get(f"/tasks/{task_id}")
