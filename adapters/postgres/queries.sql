@@ -64,7 +64,7 @@ SELECT pg_notify(%(channel)s, %(payload)s);
 
 -- create_task --
 -- Create one task at version 1 in one statement, so in one round trip. `row` is the
--- task's row as JSON (adapters.postgres.rows.task_row). First the key-share lock on the
+-- task's row as JSON (adapters.postgres.rows.task_row_text). First the key-share lock on the
 -- calendar its trigger names (`calendars`: none or that one; docs/storage.md "Lock
 -- order"), then the row, its first history version (every writable field new; the
 -- state read from the row, as update_task reads it), its task_calendars row, and the
@@ -91,7 +91,7 @@ WITH locked AS (
 ), notified AS (
     SELECT pg_notify(%(channel)s::text, c.id::text) AS sent FROM created AS c
 )
-SELECT {task_names} FROM created CROSS JOIN notified;
+SELECT c.id FROM created AS c CROSS JOIN notified;
 
 -- insert_tasks --
 -- Create tasks at version 1, in the transaction of an apply: `rows` is a JSON array of

@@ -16,11 +16,18 @@ from domain.triggers import TRIGGER_ADAPTER, Trigger
 
 
 def task_row(task: Task) -> dict[str, Any]:
-    """A new task's row as JSON, as create_task and insert_tasks read it
-    (jsonb_populate_record): every column, the version 1."""
+    """A new task's row as JSON, as insert_tasks reads it (jsonb_populate_recordset):
+    every column, the version 1."""
     row: dict[str, Any] = task.model_dump(mode="json")
     row["version"] = 1
     return row
+
+
+def task_row_text(task: Task) -> str:
+    """`task_row` of a task at version 1, as JSON text (create_task's `row`): dumped by
+    pydantic in one step rather than to Python values and then by the json module."""
+    assert task.version == 1, "a new task's row is at version 1"
+    return task.model_dump_json()
 
 
 def task_params(task: Task) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from entrypoints.http.console import console_router
 from entrypoints.http.console.errors import UNROUTED_HANDLERS
 from entrypoints.http.docs import SECURITY, openapi_config
 from entrypoints.http.events import EventController
+from entrypoints.http.guards import in_turn
 from entrypoints.http.health import HEALTH_HANDLERS, Readiness, StorePing
 from entrypoints.http.methods import answer_options
 from entrypoints.http.nul import nul_guard
@@ -97,7 +98,7 @@ def create_app(
             TriggerController,
             CalendarController,
         ],
-        guards=[bearer_guard(settings.grants, limiter), nul_guard, known_query],
+        guards=[in_turn(bearer_guard(settings.grants, limiter), nul_guard, known_query)],
         security=SECURITY,
     )
     routes = [api, console_router(settings.grants, limiter)] if not operations_only else []

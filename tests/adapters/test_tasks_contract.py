@@ -25,13 +25,87 @@ from tests.adapters.contract_support import (
 )
 from tests.adapters.contract_support import store as store  # the fixture
 from tests.fixtures.runs import finish_one
-from tests.fixtures.tasks import make_task
+from tests.fixtures.tasks import make_task, new_task, task_spec
 
 
 async def test_create_get_and_get_by_name(store: TaskStore) -> None:
     task = make_task(MINUTELY, tags=["a", "b"], description="hello")
     created = await store.create_task(task)
     assert created == task.model_copy(update={"version": 1})
+    assert await store.get_task(task.id) == created
+    assert await store.get_task_by_name(task.name) == created
+
+
+# Tasks as clients write them, touching every kind of trigger and every optional part of
+# a target: what a store answers to a create is what it reads back.
+_SPECS = {
+    "cron in a zone, with a DST policy": {
+        "trigger": {
+            "kind": "cron",
+            "expression": "30 2 * * *",
+            "timezone": "America/New_York",
+            "dst": {"gap": "skip", "fold": "both"},
+        },
+    },
+    "interval with bounds": {
+        "trigger": {
+            "kind": "interval",
+            "every": 90,
+            "start_at": "2026-03-01T00:00:00Z",
+            "end_at": "2027-03-01T00:00:00Z",
+        },
+    },
+    "calendar interval on a start date": {
+        "trigger": {
+            "kind": "calendar",
+            "months": 1,
+            "hour": 9,
+            "start_date": "2026-01-31",
+            "timezone": "Europe/Paris",
+        },
+    },
+    "one-shot at a wall time": {
+        "trigger": {"kind": "one_shot", "run_at": "2026-03-03T09:00:00", "timezone": "Asia/Tokyo"},
+    },
+    "every optional part": {
+        "description": "all of it",
+        "tags": ["a", "b"],
+        "enabled": False,
+        "misfire_grace_seconds": None,
+        "max_running_instances": 3,
+        "jitter_seconds": 5,
+        "pause_after_failures": 4,
+        "catch_up": "all",
+        "max_catch_up": 7,
+        "overlap": "buffer_all",
+        "history_limit": 50,
+        "notify": {
+            "url": "http://127.0.0.1:9/events",
+            "events": ["run.failed"],
+            "headers_env": {"X-Key": "EVENT_KEY"},
+        },
+        "target": {
+            "url": "http://127.0.0.1:9/run?x=1",
+            "method": "PUT",
+            "headers": {"X-Team": "ops"},
+            "headers_env": {"X-Api-Key": "API_KEY"},
+            "body": {"nested": [1, 2.5, None, {"deep": True}], "text": "é\u2603"},
+            "timeout_seconds": 2.5,
+            "auth": {"type": "basic", "username": "u", "password_env": "PASSWORD"},
+            "retry": {"max_attempts": 3, "backoff_seconds": 0.5, "max_backoff_seconds": 4},
+            "template": True,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("spec", _SPECS.values(), ids=list(_SPECS))
+async def test_a_task_created_from_a_spec_reads_back_as_answered(
+    store: TaskStore, spec: dict[str, object]
+) -> None:
+    task = new_task(task_spec(name=f"task-{uuid4().hex[:10]}", **spec), T0)
+    created = await store.create_task(task)
+    assert created.version == 1
     assert await store.get_task(task.id) == created
     assert await store.get_task_by_name(task.name) == created
 

@@ -15,6 +15,7 @@ from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
+from entrypoints.http.guards import in_turn
 from entrypoints.http.nul import nul_guard
 from entrypoints.settings import Access, Grant
 
@@ -33,7 +34,7 @@ def console_router(
     guarded = Router(
         path="/",
         route_handlers=[ConsolePages, CalendarPages, actions],
-        guards=[session_guard(tokens), nul_guard],
+        guards=[in_turn(session_guard(tokens), nul_guard)],
     )
     static = create_static_files_router(
         path="/static", directories=[STATIC_DIR], include_in_schema=False, name="console:static"
