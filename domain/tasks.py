@@ -144,6 +144,9 @@ def check_headers_env(
 
 def check_http_url(value: str) -> str:
     """An http or https URL naming a host, with a valid port if any."""
+    if value != value.strip():
+        # urlsplit reads past it; the HTTP client would take the URL as a relative one.
+        raise ValueError("must not begin or end with white space")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https"):
         raise ValueError("must be an http or https URL")

@@ -112,6 +112,16 @@ async def test_a_target_host_the_http_client_cannot_encode_is_refused(api: Clien
     assert (await api.get("/tasks")).json()["items"] == []
 
 
+@pytest.mark.parametrize("url", [" http://127.0.0.1:9/", "http://127.0.0.1:9/ "])
+async def test_a_target_url_with_white_space_around_it_is_refused(api: Client, url: str) -> None:
+    # urlsplit reads past it, but the HTTP client would call a relative URL every time.
+    answer = await api.post("/tasks", json=cron_task(url))
+
+    assert fields_of(answer) == ["target.url"]
+    assert "white space" in answer.json()["errors"][0]["message"]
+    assert (await api.get("/tasks")).json()["items"] == []
+
+
 async def test_a_forged_cursor_holding_a_lone_surrogate_is_refused(api: Client) -> None:
     data = b'{"list": "calendars", "after": "\\ud800"}'
     check = hashlib.blake2b(data, key=CURSOR_KEY, digest_size=12).digest()

@@ -33,3 +33,21 @@ def test_a_literal_address_in_a_denied_range_is_denied() -> None:
     with pytest.raises(InvalidRequest):
         checks.check("target.url", "http://10.1.2.3/")
     checks.check("target.url", "http://192.0.2.1/")
+
+
+def test_every_path_of_a_host_the_client_cannot_encode_is_refused() -> None:
+    checks = HostChecks(OutboundGuard())
+    for url in ("http://xn--/a", "http://xn--/b?q=1", "http://xn--:80/"):
+        with pytest.raises(InvalidRequest, match="not a URL the HTTP client accepts"):
+            checks.check("target.url", url)
+    # A template whose braces are in its path still names its host: it is judged.
+    with pytest.raises(InvalidRequest, match="not a URL the HTTP client accepts"):
+        checks.check("target.url", "http://xn--/{{ task.name }}", templated=True)
+
+
+def test_a_control_character_anywhere_is_refused_though_its_host_passed() -> None:
+    checks = HostChecks(OutboundGuard())
+    checks.check("target.url", "http://api.example/ok")
+    with pytest.raises(InvalidRequest, match="non-printable"):
+        checks.check("target.url", "http://api.example/a\tb")
+    checks.check("target.url", "http://api.example/a%09b")

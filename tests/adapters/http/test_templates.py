@@ -176,7 +176,7 @@ async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -
     ("target", "field", "message"),
     [
         pytest.param(
-            {"url": "http://h.test/{{ task.name "},
+            {"url": "http://h.test/{{ task.name"},
             "target.url",
             "template does not parse",
             id="url-syntax",
