@@ -14,6 +14,7 @@ nothing else (no field renaming, no transfer models).
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -101,11 +102,13 @@ class JsonBody(_Body[M]):
 
     def decode_bytes(self, value: bytes) -> Any:
         self._check_media_type()
+        if value.startswith(codecs.BOM_UTF8):  # pydantic's parser would say "expected value"
+            raise malformed(_BOM)
         not_numbers = any(word in value for word in _NOT_JSON_NUMBERS)
         if not_numbers or _NUL_ESCAPE in value:  # else pydantic's parser alone reads it
             decoded: object = None
             try:
-                decoded = json.loads(value, parse_constant=_reject_constant)
+                decoded = read_json(value)
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                 if not_numbers:
                     raise _unreadable(exc) from None
@@ -127,7 +130,7 @@ class MergePatchBody(_Body[M]):
     def decode_bytes(self, value: bytes) -> Any:
         self._check_media_type()
         try:
-            patch = json.loads(value, parse_constant=_reject_constant)
+            patch = read_json(value)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise _unreadable(exc) from None
         if not isinstance(patch, dict):
@@ -144,7 +147,7 @@ class JsonObjectBody(_Body[M]):
     def decode_bytes(self, value: bytes) -> Any:
         self._check_media_type()
         try:
-            body = json.loads(value, parse_constant=_reject_constant)
+            body = read_json(value)
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise _unreadable(exc) from None
         if not isinstance(body, dict):
@@ -221,7 +224,7 @@ async def refuse_body(request: Request[Any, Any, Any]) -> None:
     if not raw.strip():
         return
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
+        body = read_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         header = request.headers.get("content-type")
         media_type = None if header is None else header.split(";", 1)[0].strip().lower()
@@ -259,3 +262,19 @@ def _unreadable(exc: Exception) -> ClientException:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(value: bytes) -> Any:
+    """A body read as JSON text is exchanged (RFC 8259): UTF-8, without a byte order
+    mark, as pydantic's parser reads the bodies of the other routes (`json.loads` would
+    also take UTF-16 and UTF-32, and a mark). Raises ValueError saying what is wrong."""
+    if value.startswith(codecs.BOM_UTF8):
+        raise ValueError(_BOM)
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+_BOM = "it starts with a byte order mark: send UTF-8 without one"

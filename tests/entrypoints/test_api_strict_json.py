@@ -337,3 +337,35 @@ async def test_a_query_parameter_the_route_does_not_take_is_a_422_naming_it(api:
     listed = await api.get("/runs?task=t1&since=2020-01-01T00:00:00Z&limit=10")
     assert listed.status_code == 200
     assert (await api.get("/tasks/t1/upcoming?count=3&annotate=false")).status_code == 200
+
+
+async def test_a_body_is_utf_8_without_a_byte_order_mark_on_every_route(api: Client) -> None:
+    # json.loads would read UTF-16 and a mark; the routes it reads for refused neither.
+    await api.post("/tasks", json=cron_task(URL, name="kept"))
+    before = (await api.get("/tasks/kept")).json()
+    body = cron_task(URL, name="new")
+    spec = {key: value for key, value in body.items() if key != "name"}
+    sends = {
+        "POST /tasks": ("post", "/tasks", body),
+        "PUT /tasks/new": ("put", "/tasks/new", spec),
+        "PATCH /tasks/kept": ("patch", "/tasks/kept", {"enabled": False}),
+        "apply": ("post", "/tasks/apply", {"tasks": [body]}),
+        "PUT /calendars/office": ("put", "/calendars/office", {"weekdays": ["SUN"]}),
+        "pause (no body)": ("post", "/tasks/kept/pause", {}),
+    }
+    json_type = {"content-type": "application/json"}
+    for route, (method, path, data) in sends.items():
+        text = json.dumps(data)
+        for encoded, words in (
+            (b"\xef\xbb\xbf" + text.encode(), "byte order mark"),
+            (text.encode("utf-16"), "not valid JSON"),
+        ):
+            answer = await api.request(method, path, content=encoded, headers=json_type)
+            problem = assert_problem(answer, 400)
+            assert words in problem["detail"], (route, problem)
+        sent = await api.request(method, path, content=text.encode(), headers=json_type)
+        assert sent.status_code < 300, (route, sent.text)  # the same body in UTF-8 is taken
+        if route == "PATCH /tasks/kept":
+            await api.post("/tasks/kept/resume")
+    assert {t["name"] for t in (await api.get("/tasks")).json()["items"]} == {"kept", "new"}
+    assert (await api.get("/tasks/kept")).json()["version"] > before["version"]
