@@ -159,16 +159,16 @@ async def _runs(store: TaskStore, run_filter: RunFilter) -> list[Run]:
 
 
 async def _in_flight(store: TaskStore, task_id: UUID, run: Run) -> list[Run]:
-    """The task's runs that held a slot when `run` was claimed (for a skipped run)."""
+    """The task's runs that held a slot, or waited in its queue for one, when `run` was
+    claimed (for a skipped run): claimed by then, and not yet finished."""
     if run.status.value != "skipped":
         return []
-    earlier = RunFilter(task_id=task_id, until=run.claimed_at)
+    at = run.claimed_at
+    earlier = RunFilter(task_id=task_id, until=at)
     return [
         r
         for r in await _runs(store, earlier)
-        if r.started_at is not None
-        and r.started_at <= run.claimed_at
-        and (r.finished_at is None or r.finished_at > run.claimed_at)
+        if r.id != run.id and r.claimed_at <= at and (r.finished_at is None or r.finished_at > at)
     ]
 
 

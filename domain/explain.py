@@ -216,7 +216,7 @@ def from_runs(
     """The verdict of an occurrence the task was scheduled for: from the runs recorded
     for it (`runs`, newest first), else from the next later run (`later`), which stood
     for it when it folded it (`coalesced`). `in_flight` are the task's runs that held a
-    slot when a skipped run was claimed."""
+    slot, or waited in its queue for one, when a skipped run was claimed."""
     if not runs:
         if later is not None and later.status is RunStatus.MISSED:
             return Explanation(
@@ -290,11 +290,15 @@ def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, st
         return Verdict.MISSED, f"missed: {_missed_why(run, spec)}"
     if status is RunStatus.SKIPPED:
         limit = spec.max_running_instances
-        holders = ", ".join(str(r.id) for r in in_flight) or "runs of this task"
+        held = [r for r in in_flight if r.started_at is not None and r.started_at <= run.claimed_at]
+        holders = ", ".join(str(r.id) for r in held) or "runs of this task"
         slots = "the only slot" if limit == 1 else f"all {limit} slots"
-        return Verdict.SKIPPED, (
-            f"skipped: {holders} held {slots} (max_running_instances = {limit})"
-        )
+        detail = f"skipped: {holders} held {slots} (max_running_instances = {limit})"
+        waiting = [r for r in in_flight if r not in held]
+        if waiting:  # a queue that keeps no more (overlap buffer_one)
+            names = ", ".join(f"run {r.id}" for r in waiting)
+            detail += f", and {names} already waited for one (overlap {spec.overlap})"
+        return Verdict.SKIPPED, detail
     if status is RunStatus.CANCELLED:
         return Verdict.CANCELLED, f"cancelled: run {run.id}: {run.error}"
     return Verdict.QUEUED, f"queued: run {run.id} waits for a slot"

@@ -96,6 +96,25 @@ async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
     )
 
 
+async def test_a_skip_under_buffer_one_names_the_run_that_already_waited(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    await service.create_task(task_spec(**MINUTELY, overlap="buffer_one"))
+    [held] = await memory_store.claim_due(T0, 10, REPLICA)
+    [waiting] = await memory_store.claim_due(T0 + MINUTE, 10, REPLICA)
+    [skipped] = await memory_store.claim_due(T0 + 2 * MINUTE, 10, REPLICA)
+    assert skipped.run.status is RunStatus.SKIPPED
+    clock.set(T0 + 130 * SECOND)
+
+    answer = await service.explain("minutely", T0 + 121 * SECOND)
+
+    assert (answer.occurrence, answer.verdict) == (T0 + 2 * MINUTE, Verdict.SKIPPED)
+    assert answer.detail == (
+        f"skipped: {held.run.id} held the only slot (max_running_instances = 1), "
+        f"and run {waiting.run.id} already waited for one (overlap buffer_one)"
+    )
+
+
 async def test_an_occurrence_waiting_for_a_slot_is_queued(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
