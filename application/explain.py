@@ -8,6 +8,7 @@ decides the verdict and its sentence).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -17,6 +18,7 @@ from application.ports import RunFilter, RunPageKey, TaskStore
 from domain.errors import InvalidRequest
 from domain.explain import (
     Explanation,
+    Verdict,
     backfilled,
     folded_into,
     from_runs,
@@ -102,7 +104,26 @@ async def explain(
         if later is not None and not folded_into(spec.trigger, occurrence, later, calendars):
             later = None
     in_flight = await _in_flight(store, task_id, runs[0]) if runs else []
-    return from_runs(occurrence, runs, later, spec, in_flight, in_force.version)
+    explained = from_runs(occurrence, runs, later, spec, in_flight, in_force.version)
+    if explained.verdict is Verdict.MISSED and not explained.runs:
+        return await _calendar_gone(store, explained, spec_then or spec)
+    return explained
+
+
+async def _calendar_gone(
+    store: SchedulerStore, explained: Explanation, spec: TaskSpec
+) -> Explanation:
+    """A run not recorded, for a trigger naming a calendar deleted since: that calendar
+    may have held the date (calendars keep no history, and one gone reads as holding
+    none), so "missed" is not the whole story: say so."""
+    ref = spec.trigger.calendar_ref()
+    if ref is None or ref.name in await store.calendars_named([ref.name]):
+        return explained
+    detail = (
+        f"{explained.detail}; the trigger named calendar {ref.name}, deleted since "
+        f"(calendars keep no history): if it held that date, nothing was due"
+    )
+    return replace(explained, detail=detail)
 
 
 async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -> Explanation:

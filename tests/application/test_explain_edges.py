@@ -4,11 +4,13 @@ fold the occurrence, and where a run was missed for `max_catch_up` rather than t
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from adapters.clock import FakeClock
 from adapters.memory import InMemoryTaskStore
+from application.calendars import CalendarService
 from application.scheduling import SchedulingService
+from domain.calendars import Calendar
 from domain.explain import Verdict
 from domain.runs import RunStatus
 from tests.application.test_explain import MINUTELY, REPLICA, succeeded
@@ -156,3 +158,31 @@ async def test_a_folded_occurrence_is_found_however_many_runs_came_after(
 
     assert (answer.occurrence, answer.verdict) == (T0 + SECOND, Verdict.COALESCED)
     assert [run.id for run in answer.runs] == [folding.run.id]
+
+
+async def test_a_date_of_a_calendar_deleted_since_is_not_called_simply_missed(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    # 2026-03-08 was a holiday of the calendar the trigger excluded; the calendar has
+    # gone since, and calendars keep no history: explain cannot tell, and says so.
+    calendars = CalendarService(memory_store, clock)
+    await calendars.create(Calendar(name="holidays", dates=["2026-03-08"]))
+    trigger = {"kind": "cron", "expression": "0 9 * * *"}
+    excluding = trigger | {"calendar": {"name": "holidays", "policy": "exclude"}}
+    await service.create_task(task_spec(name="daily", trigger=excluding))
+    [ran] = await memory_store.claim_due(datetime(2026, 3, 9, 9, tzinfo=UTC), 10, REPLICA)
+    assert ran.run.scheduled_for == datetime(2026, 3, 9, 9, tzinfo=UTC)  # the 8th held
+    clock.set(datetime(2026, 3, 9, 10, tzinfo=UTC))
+    await service.update_task("daily", {"trigger": trigger})
+    await calendars.delete("holidays")
+
+    answer = await service.explain("daily", datetime(2026, 3, 8, 10, tzinfo=UTC))
+
+    assert (answer.occurrence, answer.verdict) == (
+        datetime(2026, 3, 8, 9, tzinfo=UTC),
+        Verdict.MISSED,
+    )
+    assert answer.detail == (
+        "missed: no run was recorded for it; the trigger named calendar holidays, deleted "
+        "since (calendars keep no history): if it held that date, nothing was due"
+    )
