@@ -91,3 +91,28 @@ def test_no_serious_accessibility_violation_at_360_px(
     for where in ("tasks", "task"):
         page.goto(subjects[where])
         assert serious_violations(page) == [], where
+
+
+def _luminance(rgb: str) -> float:
+    """The relative luminance (WCAG) of a CSS `rgb(r, g, b)` colour."""
+    channels = [int(part) / 255 for part in rgb[rgb.index("(") + 1 : -1].split(",")[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def test_the_keyboard_focus_ring_stands_out_from_the_page(
+    new_page: Any, subjects: dict[str, str]
+) -> None:
+    # axe does not check a focus indicator's contrast; WCAG 1.4.11 asks 3:1.
+    page = new_page()
+    log_in(page)
+    page.goto(subjects["task"])
+    button = page.get_by_role("button", name="Dry run")
+    button.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")  # focused from the keyboard: focus-visible
+    ring, background = button.evaluate(
+        "b => [getComputedStyle(b).outlineColor, getComputedStyle(document.body).backgroundColor]"
+    )
+    lighter, darker = sorted((_luminance(ring), _luminance(background)), reverse=True)
+    assert (lighter + 0.05) / (darker + 0.05) >= 3, (ring, background)

@@ -154,7 +154,8 @@ async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_sh
         f"/ui/runs/{run['id']}/cancel", data={"csrf_token": csrf_of(page.text)}
     )
     assert cancelled.status_code == 200
-    assert "Cancel requested: the run stops shortly" in cancelled.text
+    said = ("Cancel requested: the run stops shortly", "Cancelled: the run was stopped")
+    assert any(words in cancelled.text for words in said)  # it may have ended already
     assert 'role="status"' in cancelled.text
 
     async def ended() -> dict[str, Any] | None:
@@ -162,6 +163,9 @@ async def test_a_run_cancelled_from_the_console_says_so_and_whole_seconds_are_sh
         return answer if answer["status"] == "cancelled" else None
 
     assert (await eventually(ended, "the run to end"))["error"] == "cancelled from the console"
+    # The page the cancel led to, read again once the run ended, says it is done.
+    after = (await open_console.get(f"/ui/runs/{run['id']}?done=cancel-requested")).text
+    assert "Cancelled: the run was stopped" in after and "Cancel requested" not in after
     shown = (await open_console.get(f"/ui/runs/{run['id']}")).text
     assert re.search(r"· took (under 1|\d+) s<", shown), shown
     assert re.search(r"· (on time|\d+ s late)<", shown), shown
@@ -310,3 +314,22 @@ async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console
     assert "<code>state</code>" in tasks.text and "task_state" not in tasks.text
     assert 'id="f-name" name="name" value="bulk"' in tasks.text
     assert "No task matches" not in tasks.text
+
+
+async def test_the_count_of_failures_is_said_in_words_that_agree_with_it(
+    open_console: Client, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/", *[Response(500)] * 10)
+    for failures, words in ((1, "· 1 consecutive failure<"), (2, "· 2 consecutive failures<")):
+        # Paused automatically after that many failures in a row: the count holds still.
+        body = cron_task(recording_target.url(), name=f"failing-{failures}") | {
+            "trigger": {"kind": "interval", "every": 1},
+            "pause_after_failures": failures,
+        }
+        task = await create(open_console, body, token=None)
+
+        async def paused(path: str = f"/tasks/{task['id']}") -> bool:
+            return (await open_console.get(path)).json()["enabled"] is False
+
+        await eventually(paused, f"the task to pause after {failures} failure(s)")
+        assert words in (await open_console.get(f"/ui/tasks/{task['id']}")).text

@@ -191,7 +191,9 @@ class ConsolePages(Controller):
             lateness=lateness,
             duration=duration,
             done=done_message(
-                done, cancelling=run.status in (RunStatus.RUNNING, RunStatus.CANCELLED)
+                done,
+                cancelling=run.status is RunStatus.RUNNING,
+                cancelled=run.status is RunStatus.CANCELLED,
             ),
             now=_now(),
             live=run.status is RunStatus.RUNNING,
@@ -318,12 +320,20 @@ DONE_MESSAGES = {
     "resumed": "Resumed: the task fires at its next time.",
     "cancel-requested": "Cancel requested: the run stops shortly and is recorded cancelled.",
 }
+# The cancel once the run has ended: what was requested is done.
+CANCELLED_MESSAGE = "Cancelled: the run was stopped and is recorded cancelled."
 
 
 def done_message(
-    done: str | None, *, paused: bool | None = None, cancelling: bool | None = None
+    done: str | None,
+    *,
+    paused: bool | None = None,
+    cancelling: bool | None = None,
+    cancelled: bool | None = None,
 ) -> str | None:
     """The words for `?done=`, only while the page's state still agrees with them: a
     link kept or shared after someone resumed the task must not say it is paused."""
+    if done == "cancel-requested" and cancelled:
+        return CANCELLED_MESSAGE
     holds = {"paused": paused is True, "resumed": paused is False, "cancel-requested": cancelling}
     return DONE_MESSAGES.get(done or "") if holds.get(done or "") else None
