@@ -1,6 +1,7 @@
 """How long an annotated preview of 100 fire times takes, through the use case the API
 calls (`SchedulingService.preview_annotated`), for a few triggers: plain cron, a DST
-policy, a weekend calendar rolled, and a calendar trigger.
+policy, an every-second cron from inside a repeated hour, a weekend calendar rolled, and
+a calendar trigger.
 
     python bench/preview.py [--repeat N]
 
@@ -42,6 +43,12 @@ CASES: dict[str, dict[str, Any]] = {
         "expression": "0 9 * * *",
         "calendar": {"name": "weekend", "policy": "next_business_day"},
     },
+    "cron every second through NY's fall-back": {
+        "kind": "cron",
+        "expression": "* * * * * *",
+        "timezone": "America/New_York",
+        "after": datetime(2026, 11, 1, 6, 0, 30, tzinfo=UTC),  # in the repeated hour
+    },
     "calendar monthly on the 31st, London": {
         "kind": "calendar",
         "months": 1,
@@ -58,11 +65,13 @@ def main() -> None:
     args = parser.parse_args()
     scheduling = build_container().scheduling()
     print(f"annotated preview of 100 fire times, {args.repeat} runs each")
-    for name, trigger in CASES.items():
+    for name, case in CASES.items():
+        trigger = {key: value for key, value in case.items() if key != "after"}
+        after = case.get("after", AFTER)
         timings = []
         for _ in range(args.repeat):
             started = time.perf_counter()
-            _, listed = scheduling.preview_annotated(trigger, 100, AFTER, [WEEKEND])
+            _, listed = scheduling.preview_annotated(trigger, 100, after, [WEEKEND])
             timings.append((time.perf_counter() - started) * 1000)
         assert len(listed.occurrences) == 100
         print(

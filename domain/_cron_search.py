@@ -53,10 +53,18 @@ def next_fire(
     assert offset_after is not None
     best = _early_candidate(schedule, tz, after, wall_after, offset_after, gap, fold, skipped)
     ceiling = _offset_ceiling(tz, best[0]) if best is not None else None
+    windows = _beating_walls(tz, after, best[0]) if best is not None else None
     lowest = wall_after + ONE_SECOND  # the lowest wall time not yet looked at
     walls = schedule.walls_from(lowest)
     while True:
-        if best is not None and ceiling is not None and _utc(lowest - ceiling) >= best[0]:
+        if best is not None and windows is not None:
+            ahead = _first_in(windows, lowest)
+            if ahead is None:
+                return best  # no wall time from here on maps between `after` and `best`
+            if ahead > lowest:  # skip the wall times that cannot (a repeated hour's)
+                lowest = ahead
+                walls = schedule.walls_from(lowest)
+        elif best is not None and ceiling is not None and _utc(lowest - ceiling) >= best[0]:
             return best  # every wall time from here on maps at or after `best`
         wall = next(walls, None)
         if wall is None:
@@ -68,6 +76,7 @@ def next_fire(
             if moment > after and (best is None or moment < best[0]):
                 best = (moment, wall, flags)
                 ceiling = _offset_ceiling(tz, moment)
+                windows = _beating_walls(tz, after, moment)
         lowest = wall + ONE_SECOND
 
 
@@ -125,6 +134,31 @@ def _offset_ceiling(tz: ZoneInfo, best: datetime) -> timedelta:
     at most a shift (< _NEAR) before `best`, or just before a gap that ended there.
     """
     return max(offset_at(tz, best, -2 * _NEAR), offset_at(tz, best))
+
+
+def _beating_walls(
+    tz: ZoneInfo, after: datetime, best: datetime
+) -> list[tuple[datetime, datetime]] | None:
+    """The ranges of wall times (first, last, whole seconds) that could still fire
+    strictly between `after` and `best`, when `best` is near and no gap is: a wall time
+    `w` read with offset `o` is the instant `w - o`, and near `best` the zone has at most
+    two offsets. None when that does not hold (far apart, or a gap near, whose wall times
+    `transition` reads as the transition itself): the caller then steps on up to
+    `_offset_ceiling`. Without it, an every-second schedule stepped through the whole
+    second passage of a repeated hour, 3,600 wall times, for each fire in it."""
+    if best - after > _NEAR:
+        return None
+    before, at = offset_at(tz, best, -2 * _NEAR), offset_at(tz, best)
+    if before < at:  # the clock jumped forward near `best`: a gap
+        return None
+    low, high = after.replace(tzinfo=None), best.replace(tzinfo=None)
+    return [(low + offset + ONE_SECOND, high + offset - ONE_SECOND) for offset in {before, at}]
+
+
+def _first_in(windows: list[tuple[datetime, datetime]], lowest: datetime) -> datetime | None:
+    """The first wall time >= `lowest` inside one of `windows`, or None."""
+    starts = [max(first, lowest) for first, last in windows if max(first, lowest) <= last]
+    return min(starts, default=None)
 
 
 def _utc(naive: datetime) -> datetime:

@@ -316,3 +316,19 @@ def test_tzdata_keeps_the_assumptions_the_search_relies_on() -> None:
     assert examined > 10_000  # tzdata's offset changes, every zone's since 1970 or before
     assert closest > timedelta(hours=54)
     assert largest < timedelta(hours=27)
+
+
+@pytest.mark.parametrize("zone", [NY, LORD_HOWE])
+def test_every_second_through_a_repeated_hour_fires_each_second_of_both_passages(
+    zone: str,
+) -> None:
+    # From inside the second passage, every second until past the fold's end and from
+    # before it, both passages, nothing twice: the search skips the first passage's wall
+    # times (they map before `after`) rather than stepping through them.
+    trigger = cron("* * * * * *", zone)
+    start = {NY: utc(2026, 11, 1, 5, 59, 0), LORD_HOWE: utc(2026, 4, 4, 14, 59, 0)}[zone]
+    times = fire_times(trigger, start, 7_300)
+    assert times == [start + timedelta(seconds=n) for n in range(1, 7_301)]
+    inside = start + timedelta(minutes=30)  # in the second passage for New York
+    later = fire_times(trigger, inside, 100)
+    assert later == [inside + timedelta(seconds=n) for n in range(1, 101)]
