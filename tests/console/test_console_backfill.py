@@ -61,6 +61,41 @@ async def test_a_dry_run_lists_the_occurrences_and_writes_nothing(open_console: 
     assert (await open_console.get("/runs")).json()["items"] == []
 
 
+async def test_a_dry_run_offers_to_run_what_it_showed_in_the_task_zone(
+    open_console: Client,
+) -> None:
+    tokyo = {"kind": "cron", "expression": "0 3 * * *", "timezone": "Asia/Tokyo"}
+    body = cron_task("http://127.0.0.1:9/", name="daily", trigger=tokyo)
+    assert (await open_console.post("/tasks", json=body)).status_code == 201
+    page = await open_console.get("/ui/tasks/daily")
+    now = datetime.now(UTC).replace(microsecond=0)
+    form = {
+        "csrf_token": csrf_of(page.text),
+        "start": form_time(now - timedelta(days=3)),
+        "end": form_time(now - timedelta(minutes=1)),
+        "overlap": "allow_all",
+        "only_missing": "on",
+        "dry_run": "on",
+    }
+    shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
+    assert shown.status_code == 200, shown.text
+    assert "03:00:00 JST" in shown.text  # each in the task's zone, UTC beneath
+    listed = re.findall(r'<li><time datetime="([^"]+)"', shown.text)
+    assert len(listed) == 3
+
+    again = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', shown.text))
+    assert "dry_run" not in again and again["start"] == form["start"]
+    made = await open_console.post("/ui/tasks/daily/backfill", data=again, follow_redirects=False)
+    assert made.status_code == 303 and made.headers["location"].startswith("/ui/runs?backfill=")
+
+    backfill_id = made.headers["location"].rpartition("=")[2]
+    runs = (await open_console.get("/runs", params={"backfill": backfill_id})).json()["items"]
+    assert sorted(run["scheduled_for"] for run in runs) == sorted(
+        datetime.fromisoformat(at).astimezone(UTC).isoformat().replace("+00:00", "Z")
+        for at in listed
+    )
+
+
 @pytest.mark.parametrize(("enabled", "chosen"), [(True, "buffer_all"), (False, "allow_all")])
 async def test_the_form_runs_one_slot_at_a_time_unless_the_task_is_paused(
     open_console: Client, enabled: bool, chosen: str

@@ -136,8 +136,16 @@ class ConsoleActions(Controller):
                 live=False,
             )
         if wanted.dry_run:
+            task = await scheduling.get_task(ref)
             return render(
-                request, "backfill.html", ref=ref, backfill=made, wanted=wanted, live=False
+                request,
+                "backfill.html",
+                ref=ref,
+                backfill=made,
+                wanted=wanted,
+                values=values,
+                zone=task.trigger.timezone,
+                live=False,
             )
         return Redirect(f"/ui/runs?backfill={made.backfill_id}", status_code=303)
 
