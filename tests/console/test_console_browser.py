@@ -179,6 +179,26 @@ def test_a_360_px_wide_page_does_not_scroll_sideways(
     assert widths[0] <= widths[1], f"the page is {widths[0]} px wide in a {widths[1]} px window"
 
 
+def test_the_timeline_keeps_its_day_labels_readable_at_360_px(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    # It scrolls sideways in its own box instead of squeezing its labels to a sliver;
+    # the page itself still does not scroll sideways.
+    task = create(api, target)
+    widths = {}
+    for width in (1280, 360):
+        page = new_page(width=width, height=740)
+        log_in(page)
+        page.goto(f"/ui/tasks/{task['name']}")
+        label = page.locator(".timeline .day-label").first
+        widths[width] = label.evaluate("e => e.getBoundingClientRect().width")
+        page_width = page.evaluate(
+            "() => document.documentElement.scrollWidth <= document.documentElement.clientWidth"
+        )
+        assert page_width, f"the page scrolls sideways at {width} px"
+    assert widths[360] >= 0.5 * widths[1280], widths
+
+
 def test_run_now_by_keyboard_alone(
     new_page: Any, api: httpx.Client, target: RecordingTarget
 ) -> None:
