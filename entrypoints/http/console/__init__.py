@@ -15,7 +15,6 @@ from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
-from entrypoints.http.console.sessions import SessionSigner
 from entrypoints.http.guards import in_turn
 from entrypoints.http.nul import nul_guard
 from entrypoints.settings import Access, Grant
@@ -26,8 +25,7 @@ def console_router(
 ) -> Router:
     """Everything under /ui: the login page and static files for anyone, the pages and
     actions behind the session guard. `limiter` is the API's (failed logins count)."""
-    known = digest_grants(tokens)
-    gate = LoginGate(known, limiter or FailureLimiter(0, 0), SessionSigner(known))
+    gate = LoginGate(digest_grants(tokens), limiter or FailureLimiter(0, 0))
 
     def console_gate() -> LoginGate:
         return gate

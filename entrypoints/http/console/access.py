@@ -1,9 +1,8 @@
 """Who is using the console: the session cookie, the CSRF token bound to it, the guard.
 
-With API tokens configured the cookie is a signed session naming the token the person
-logged in with (`sessions.py`: the console grants exactly what the API would that token,
-and the cookie is not the token); without tokens it holds a random session id. The CSRF
-token is bound to the cookie either way, so to one login.
+With API tokens configured the cookie holds the token the person logged in with (so
+the console grants exactly what the API would); without tokens it holds a random
+session id, which the CSRF token is bound to just the same.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +21,7 @@ from litestar.datastructures import Cookie
 from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
 from litestar.handlers import BaseRouteHandler
 
-from entrypoints.http.auth import ACTOR, digest_grants, is_mutation
-from entrypoints.http.console.sessions import SessionSigner
+from entrypoints.http.auth import ACTOR, digest_grants, grant_of, is_mutation
 from entrypoints.settings import Access, Grant
 
 COOKIE = "imbi_console"
@@ -58,7 +55,7 @@ def return_path(value: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    secret: str  # the cookie's value: a signed session, or a random id without tokens
+    secret: str  # the cookie's value: the API token, or a random id without tokens
     access: Access
     anonymous: bool  # no tokens configured: nobody logs in or out
     new: bool = False  # the cookie still has to be set
@@ -84,7 +81,6 @@ def session_guard(tokens: Mapping[str, Access | Grant]) -> Any:
     login page, refuses a read-only session's mutation (403) and any mutation whose
     form does not carry the session's CSRF token (403)."""
     known = digest_grants(tokens)
-    sessions = SessionSigner(known)
 
     # A coroutine: Litestar runs a plain-function guard in a worker thread.
     async def guard(
@@ -100,7 +96,7 @@ def session_guard(tokens: Mapping[str, Access | Grant]) -> Any:
                 new=fresh,
             )
         else:
-            grant = sessions.grant(cookie, time.time()) if cookie else None
+            grant = grant_of(known, cookie) if cookie else None
             if grant is None:
                 raise LoginRequired(detail="log in with an API token")
             session = Session(cookie, grant.access, anonymous=False, label=grant.label)

@@ -7,7 +7,6 @@ Every action checks the form's CSRF token before anything else (`check_csrf`, th
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -36,7 +35,6 @@ from entrypoints.http.console.access import (
 )
 from entrypoints.http.console.forms import backfill_request
 from entrypoints.http.console.rendering import render
-from entrypoints.http.console.sessions import SessionSigner
 from entrypoints.settings import Grant
 
 
@@ -240,8 +238,7 @@ class ConsoleLogin(Controller):
             console_gate.limiter.failed(peer)
             return _login_page(request, 401, "That token is not configured.", next_page=back)
         redirect = Redirect(back or "/ui/", status_code=303)
-        session = console_gate.sessions.issue(token, time.time())
-        redirect.set_cookie(session_cookie(request, session))
+        redirect.set_cookie(session_cookie(request, token))
         return redirect
 
 
@@ -282,4 +279,3 @@ class LoginGate:
 
     known: dict[bytes, Grant]
     limiter: FailureLimiter
-    sessions: SessionSigner
