@@ -179,6 +179,25 @@ def test_a_360_px_wide_page_does_not_scroll_sideways(
     assert widths[0] <= widths[1], f"the page is {widths[0]} px wide in a {widths[1]} px window"
 
 
+def test_a_phone_card_labels_every_value_and_shows_no_empty_label(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    task = create(api, target)
+    run = api.post(f"/tasks/{task['id']}/runs").json()
+    page = new_page(width=360, height=740)
+    log_in(page)
+    page.goto(f"/ui/runs/{run['id']}")  # once it has ended, succeeded, with no error
+    expect()(page.locator("h1 .status")).to_contain_text("succeeded", timeout=20_000)
+    page.goto(f"/ui/tasks/{task['name']}")
+    # The run's card: its empty Error cell is not shown as a bare "Error:".
+    error_cell = page.locator('table.runs td[data-label="Error"]').first
+    expect()(error_cell).to_be_hidden()
+    # The history's card: the version says what it is, not a bare number.
+    version = page.locator('table.history th[data-label="Version"]').first
+    label = version.evaluate("e => getComputedStyle(e, '::before').content")
+    assert label == '"Version: "', label
+
+
 def test_the_timeline_keeps_its_day_labels_readable_at_360_px(
     new_page: Any, api: httpx.Client, target: RecordingTarget
 ) -> None:

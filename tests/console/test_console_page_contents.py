@@ -333,3 +333,12 @@ async def test_the_count_of_failures_is_said_in_words_that_agree_with_it(
 
         await eventually(paused, f"the task to pause after {failures} failure(s)")
         assert words in (await open_console.get(f"/ui/tasks/{task['id']}")).text
+
+
+async def test_the_runs_of_a_task_that_does_not_exist_say_so(open_console: Client) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/", "quiet"), None)
+
+    unknown = (await open_console.get("/ui/runs", params={"task": "nosuch"})).text
+    assert "No task has the name or id “nosuch”" in unknown
+    none_yet = (await open_console.get("/ui/runs", params={"task": "quiet"})).text
+    assert "No run matches these filters." in none_yet and "No task has" not in none_yet

@@ -237,6 +237,12 @@ class ConsolePages(Controller):
         except InvalidRequest as exc:  # shown above the form, which keeps what was typed
             errors = {error.field: error.message for error in exc.errors}
         tasks = await _tasks_of(scheduling, runs)
+        unknown_task = False
+        if not runs and not errors and task.strip():  # none, or no such task?
+            try:
+                await scheduling.get_task(task.strip())
+            except TaskNotFound:
+                unknown_task = True
         made = None
         if backfill.strip() and not errors:  # its runs are listed: say what it is
             with suppress(BackfillNotFound):
@@ -245,6 +251,7 @@ class ConsolePages(Controller):
             request,
             "runs.html",
             made=made,
+            unknown_task=unknown_task,
             cancelled=cancelled if made is not None else None,
             status_code=422 if errors else 200,
             errors=errors,
