@@ -52,20 +52,17 @@ def next_fire(
     offset_after = local.utcoffset()
     assert offset_after is not None
     best = _early_candidate(schedule, tz, after, wall_after, offset_after, gap, fold, skipped)
-    ceiling = _offset_ceiling(tz, best[0]) if best is not None else None
     windows = _beating_walls(tz, after, best[0]) if best is not None else None
     lowest = wall_after + ONE_SECOND  # the lowest wall time not yet looked at
     walls = schedule.walls_from(lowest)
     while True:
-        if best is not None and windows is not None:
+        if windows is not None:
             ahead = _first_in(windows, lowest)
             if ahead is None:
                 return best  # no wall time from here on maps between `after` and `best`
             if ahead > lowest:  # skip the wall times that cannot (a repeated hour's)
                 lowest = ahead
                 walls = schedule.walls_from(lowest)
-        elif best is not None and ceiling is not None and _utc(lowest - ceiling) >= best[0]:
-            return best  # every wall time from here on maps at or after `best`
         wall = next(walls, None)
         if wall is None:
             return best
@@ -75,7 +72,6 @@ def next_fire(
         for moment, flags in readings:
             if moment > after and (best is None or moment < best[0]):
                 best = (moment, wall, flags)
-                ceiling = _offset_ceiling(tz, moment)
                 windows = _beating_walls(tz, after, moment)
         lowest = wall + ONE_SECOND
 
@@ -127,31 +123,26 @@ def _early_candidate(
     return None
 
 
-def _offset_ceiling(tz: ZoneInfo, best: datetime) -> timedelta:
-    """The largest offset a wall time mapping just before `best` can have been read with.
-
-    A later wall time beats `best` only by being read with a larger offset, in force
-    at most a shift (< _NEAR) before `best`, or just before a gap that ended there.
-    """
-    return max(offset_at(tz, best, -2 * _NEAR), offset_at(tz, best))
-
-
 def _beating_walls(
     tz: ZoneInfo, after: datetime, best: datetime
-) -> list[tuple[datetime, datetime]] | None:
+) -> list[tuple[datetime, datetime]]:
     """The ranges of wall times (first, last, whole seconds) that could still fire
-    strictly between `after` and `best`, when `best` is near and no gap is: a wall time
-    `w` read with offset `o` is the instant `w - o`, and near `best` the zone has at most
-    two offsets. None when that does not hold (far apart, or a gap near, whose wall times
-    `transition` reads as the transition itself): the caller then steps on up to
-    `_offset_ceiling`. Without it, an every-second schedule stepped through the whole
-    second passage of a repeated hour, 3,600 wall times, for each fire in it."""
-    if best - after > _NEAR:
-        return None
+    strictly between `after` and `best`.
+
+    A later wall time beats `best` only by being read with a larger offset, in force at
+    most a shift (< _NEAR) before `best`, or just before a gap that ended there: every
+    wall time below `best` read with the largest of those offsets may. When `best` is
+    near and no gap is, the zone has at most two offsets there, and a wall time `w` read
+    with offset `o` is the instant `w - o`: only the wall times naming an instant
+    between `after` and `best` under one of them may (a gap's wall times are left to
+    the first rule: `transition` reads them as the transition itself). Without the
+    second rule, an every-second schedule stepped through the whole first passage of a
+    repeated hour, 3,600 wall times, for each fire in its second passage."""
     before, at = offset_at(tz, best, -2 * _NEAR), offset_at(tz, best)
-    if before < at:  # the clock jumped forward near `best`: a gap
-        return None
-    low, high = after.replace(tzinfo=None), best.replace(tzinfo=None)
+    high = best.replace(tzinfo=None)
+    if before < at or best - after > _NEAR:  # a gap near `best`, or `after` far from it
+        return [(datetime.min, high + max(before, at) - ONE_SECOND)]
+    low = after.replace(tzinfo=None)
     return [(low + offset + ONE_SECOND, high + offset - ONE_SECOND) for offset in {before, at}]
 
 

@@ -290,11 +290,14 @@ def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, st
         return Verdict.MISSED, f"missed: {_missed_why(run, spec)}"
     if status is RunStatus.SKIPPED:
         limit = spec.max_running_instances
-        held = [r for r in in_flight if r.started_at is not None and r.started_at <= run.claimed_at]
+        held: list[Run] = []
+        waiting: list[Run] = []
+        for other in in_flight:
+            started = other.started_at is not None and other.started_at <= run.claimed_at
+            (held if started else waiting).append(other)
         holders = ", ".join(str(r.id) for r in held) or "runs of this task"
         slots = "the only slot" if limit == 1 else f"all {limit} slots"
         detail = f"skipped: {holders} held {slots} (max_running_instances = {limit})"
-        waiting = [r for r in in_flight if r not in held]
         if waiting:  # a queue that keeps no more (overlap buffer_one)
             names = ", ".join(f"run {r.id}" for r in waiting)
             detail += f", and {names} already waited for one (overlap {spec.overlap})"

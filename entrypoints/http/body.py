@@ -109,7 +109,7 @@ class JsonBody(_Body[M]):
             decoded: object = None
             try:
                 decoded = read_json(value)
-            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+            except (ValueError, RecursionError) as exc:  # read_json says what is wrong
                 if not_numbers:
                     raise _unreadable(exc) from None
                 # Not JSON: the validation below says so.
@@ -131,7 +131,7 @@ class MergePatchBody(_Body[M]):
         self._check_media_type()
         try:
             patch = read_json(value)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # read_json says what is wrong
             raise _unreadable(exc) from None
         if not isinstance(patch, dict):
             raise InvalidRequest("body", "a merge patch must be a JSON object")
@@ -148,7 +148,7 @@ class JsonObjectBody(_Body[M]):
         self._check_media_type()
         try:
             body = read_json(value)
-        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # read_json says what is wrong
             raise _unreadable(exc) from None
         if not isinstance(body, dict):
             raise InvalidRequest("body", "must be a JSON object")
@@ -225,7 +225,7 @@ async def refuse_body(request: Request[Any, Any, Any]) -> None:
         return
     try:
         body = read_json(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # read_json says what is wrong
         header = request.headers.get("content-type")
         media_type = None if header is None else header.split(";", 1)[0].strip().lower()
         if media_type not in (None, JSON):
