@@ -9,7 +9,9 @@ photographed by the same headless Chromium the browser tests use.
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 from playwright.sync_api import sync_playwright
@@ -72,6 +74,32 @@ def populate(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
     return {"run": last}
 
 
+def explain_failed_call(api: httpx.Client, target: RecordingTarget) -> str:
+    """A task whose target answered 503 at its first fire time (then paused): the path
+    of the explain page of that occurrence, asked in the task's zone."""
+    target.respond("/partner", Response(503, b"partner down for maintenance"))
+    zone = "Europe/Paris"
+    answer = api.post(
+        "/tasks",
+        json={
+            "name": "partner-sync",
+            "trigger": {"kind": "cron", "expression": "* * * * * *", "timezone": zone},
+            "target": {"url": target.url("/partner"), "method": "POST"},
+        },
+    )
+    answer.raise_for_status()
+    for _ in range(100):
+        if target.received("/partner"):
+            break
+        time.sleep(0.1)
+    time.sleep(1.5)  # the pause, a version of its own, a second or more after that call
+    api.post("/tasks/partner-sync/pause").raise_for_status()
+    time.sleep(1.0)  # its outcome recorded
+    key = target.received("/partner")[0].header("Idempotency-Key") or ""
+    fired = datetime.fromtimestamp(int(key.split(":")[1]), UTC).astimezone(ZoneInfo(zone))
+    return f"/ui/tasks/partner-sync/explain?at={fired:%Y-%m-%dT%H:%M:%S}"
+
+
 def main() -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     target = RecordingTarget()
@@ -92,6 +120,8 @@ def main() -> None:
                 page.screenshot(path=str(IMAGES / "console-tasks.png"))
                 page.goto("/ui/tasks/nightly-report")
                 page.screenshot(path=str(IMAGES / "console-task.png"), full_page=False)
+                page.goto(explain_failed_call(api, target))
+                page.screenshot(path=str(IMAGES / "console-explain.png"))
                 page.set_viewport_size({"width": 360, "height": 740})
                 page.goto(f"/ui/runs/{found['run']}")
                 page.screenshot(path=str(IMAGES / "console-run-360px.png"))

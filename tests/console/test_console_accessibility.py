@@ -54,11 +54,25 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "calendars": "/ui/calendars",
         "calendar": f"/ui/calendars/{name}",
         "not found": "/ui/tasks/no-such-task",
+        "explain": f"/ui/tasks/{name}/explain",
+        "explain, refused": f"/ui/tasks/{name}/explain?at=yesterday",
     }
 
 
 @pytest.mark.parametrize(
-    "where", ["login", "tasks", "task", "run", "runs", "calendars", "calendar", "not found"]
+    "where",
+    [
+        "login",
+        "tasks",
+        "task",
+        "run",
+        "runs",
+        "calendars",
+        "calendar",
+        "not found",
+        "explain",
+        "explain, refused",
+    ],
 )
 def test_no_serious_accessibility_violation(
     where: str, new_page: Any, subjects: dict[str, str]

@@ -13,6 +13,7 @@ from entrypoints.http.console.access import check_csrf, session_guard
 from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, LoginGate
 from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
+from entrypoints.http.console.explain_page import ExplainPage
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
 from entrypoints.http.guards import in_turn
@@ -33,7 +34,7 @@ def console_router(
     actions = Router(path="/", route_handlers=[ConsoleActions], before_request=check_csrf)
     guarded = Router(
         path="/",
-        route_handlers=[ConsolePages, CalendarPages, actions],
+        route_handlers=[ConsolePages, ExplainPage, CalendarPages, actions],
         guards=[in_turn(session_guard(tokens), nul_guard)],
     )
     static = create_static_files_router(

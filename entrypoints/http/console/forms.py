@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any, get_args
+from zoneinfo import ZoneInfo
 
 from domain.backfills import BackfillOverlap, BackfillRequest
 from domain.errors import InvalidRequest
@@ -20,6 +21,23 @@ def form_instant(field: str, text: str) -> datetime | None:
     except ValueError:
         raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def wall_instant(field: str, text: str, zone: str) -> datetime | None:
+    """A time from a form, read as a wall time in `zone` when it has no offset. Python's
+    rule (fold 0) settles the wall times a DST change makes odd: one that repeats is
+    its first, one the clocks skip keeps the offset before the skip (02:30 on the
+    morning the clocks go from 02:00 to 03:00 is 03:30); the page shows the instant
+    it read, in the zone and in UTC."""
+    if not text.strip():
+        return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=ZoneInfo(zone))
+    return value.astimezone(timezone.utc)
 
 
 def backfill_request(
