@@ -29,6 +29,12 @@ from pydantic_core import PydanticCustomError
 
 from domain import _cron, _cron_search
 from domain._duration import seconds_of
+
+# The flags a reading carries, named here for readers outside the domain.
+from domain._wallclock import FOLD_FIRST as FOLD_FIRST
+from domain._wallclock import FOLD_SECOND as FOLD_SECOND
+from domain._wallclock import GAP_SHIFTED as GAP_SHIFTED
+from domain._wallclock import GAP_TRANSITION as GAP_TRANSITION
 from domain._wallclock import (
     UTC,
     Reading,

@@ -91,6 +91,62 @@ from entrypoints.http.console.words import (
             {"kind": "one_shot", "run_at": "2030-01-02T03:04:00", "timezone": "America/New_York"},
             "once, at 2030-01-02 03:04, New York time",
         ),
+        (
+            {"kind": "one_shot", "run_at": "2030-01-02T03:04:05Z", "timezone": "Asia/Tokyo"},
+            "once, at 2030-01-02 12:04:05, Tokyo time",
+        ),
+        # New York's clocks went from 02:00 to 03:00 on 2026-03-08 and from 02:00 back
+        # to 01:00 on 2026-11-01: what each DST policy does to a one-shot then.
+        (
+            {"kind": "one_shot", "run_at": "2026-03-08T02:30:00", "timezone": "America/New_York"},
+            "once, at 2026-03-08 02:30, New York time; the clocks skip that time that day,"
+            " so it fires at 03:30:00 EDT",
+        ),
+        (
+            {
+                "kind": "one_shot",
+                "run_at": "2026-03-08T02:30:00",
+                "timezone": "America/New_York",
+                "dst": {"gap": "skip"},
+            },
+            "once, at 2026-03-08 02:30, New York time; the clocks skip that time that day,"
+            " so it never fires",
+        ),
+        (
+            {
+                "kind": "one_shot",
+                "run_at": "2026-03-08T02:30:00",
+                "timezone": "America/New_York",
+                "dst": {"gap": "transition"},
+            },
+            "once, at 2026-03-08 02:30, New York time; the clocks skip that time that day,"
+            " so it fires at 03:00:00 EDT",
+        ),
+        (
+            {"kind": "one_shot", "run_at": "2026-11-01T01:30:00", "timezone": "America/New_York"},
+            "once, at 2026-11-01 01:30, New York time; that time comes twice that day,"
+            " and it fires at the first (EDT)",
+        ),
+        (
+            {
+                "kind": "one_shot",
+                "run_at": "2026-11-01T01:30:00",
+                "timezone": "America/New_York",
+                "dst": {"fold": "second"},
+            },
+            "once, at 2026-11-01 01:30, New York time; that time comes twice that day,"
+            " and it fires at the second (EST)",
+        ),
+        (
+            {
+                "kind": "one_shot",
+                "run_at": "2026-11-01T01:30:00",
+                "timezone": "America/New_York",
+                "dst": {"fold": "both"},
+            },
+            "once, at 2026-11-01 01:30, New York time; that time comes twice that day,"
+            " and it fires at both",
+        ),
     ],
 )
 def test_trigger_words(trigger: dict[str, object], words: str) -> None:

@@ -6,7 +6,17 @@ import calendar
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-from domain.triggers import CalendarTrigger, CronTrigger, IntervalTrigger, OneShotTrigger, Trigger
+from domain.triggers import (
+    FOLD_FIRST,
+    FOLD_SECOND,
+    GAP_SHIFTED,
+    GAP_TRANSITION,
+    CalendarTrigger,
+    CronTrigger,
+    IntervalTrigger,
+    OneShotTrigger,
+    Trigger,
+)
 
 _DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
 _DAY_NAMES = {name[:3].lower(): str(i) for i, name in enumerate(_DAYS)}
@@ -30,8 +40,37 @@ def trigger_words(trigger: Trigger) -> str:
     if isinstance(trigger, CalendarTrigger):
         return f"{_calendar_words(trigger)}, {zone_words(trigger.timezone)}"
     assert isinstance(trigger, OneShotTrigger)
-    run_at = trigger.fire_instant().astimezone(ZoneInfo(trigger.timezone))
-    return f"once, at {run_at:%Y-%m-%d %H:%M}, {zone_words(trigger.timezone)}"
+    return _one_shot_words(trigger)
+
+
+def _one_shot_words(trigger: OneShotTrigger) -> str:
+    """The wall time written, and what a DST change does to it that day (its policy:
+    moved, skipped, the first or both of a time that comes twice)."""
+    tz = ZoneInfo(trigger.timezone)
+    where = zone_words(trigger.timezone)
+    if trigger.run_at.tzinfo is not None and trigger.run_at.utcoffset() is not None:
+        return f"once, at {_wall(trigger.fire_instant().astimezone(tz))}, {where}"
+    wall = trigger.run_at.replace(microsecond=0)
+    said = f"once, at {_wall(wall)}, {where}"
+    readings = trigger.read_on(wall.date(), wall.time())
+    if not readings:
+        return f"{said}; the clocks skip that time that day, so it never fires"
+    flags = {flag for _, marks in readings for flag in marks}
+    if GAP_SHIFTED in flags or GAP_TRANSITION in flags:
+        moved = readings[0][0].astimezone(tz)
+        return f"{said}; the clocks skip that time that day, so it fires at {moved:%H:%M:%S %Z}"
+    if len(readings) == 2:
+        return f"{said}; that time comes twice that day, and it fires at both"
+    if FOLD_FIRST in flags or FOLD_SECOND in flags:
+        which = "first" if FOLD_FIRST in flags else "second"
+        at = readings[0][0].astimezone(tz)
+        return f"{said}; that time comes twice that day, and it fires at the {which} ({at:%Z})"
+    return said
+
+
+def _wall(moment: datetime) -> str:
+    """'2030-01-02 03:04', with the seconds when there are any."""
+    return f"{moment:%Y-%m-%d %H:%M:%S}" if moment.second else f"{moment:%Y-%m-%d %H:%M}"
 
 
 def duration_words(seconds: int) -> str:
