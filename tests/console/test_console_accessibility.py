@@ -56,6 +56,7 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "not found": "/ui/tasks/no-such-task",
         "explain": f"/ui/tasks/{name}/explain",
         "explain, refused": f"/ui/tasks/{name}/explain?at=yesterday",
+        "runs, refused": "/ui/runs?since=yesterday&status=nosuch",
     }
 
 
@@ -72,6 +73,7 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "not found",
         "explain",
         "explain, refused",
+        "runs, refused",
     ],
 )
 def test_no_serious_accessibility_violation(

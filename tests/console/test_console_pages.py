@@ -292,8 +292,16 @@ async def test_the_runs_page_lists_every_tasks_runs_with_the_filters_of_get_runs
     assert "No run matches these filters." in (await open_console.get("/ui/runs?tag=none")).text
     later = (await open_console.get("/ui/runs?since=2999-01-01T00:00")).text
     assert later.count('<th scope="row"') == 0
-    bad = await open_console.get("/ui/runs?since=yesterday")
-    assert bad.status_code == 422 and "since" in bad.text
+    bad = await open_console.get("/ui/runs?since=yesterday&until=2026-01-01T00:00")
+    assert bad.status_code == 422
+    # The words name what was typed (a date-time input cannot show "yesterday"), and
+    # the input points at them; the good filter is kept.
+    assert (
+        '<li id="filter-since-error"><code>since</code> must be a date and time like'
+        " 2026-03-08T02:30 (got &#39;yesterday&#39;)</li>" in bad.text
+    )
+    assert 'aria-invalid="true" aria-describedby="filter-since-error"' in bad.text
+    assert 'value="2026-01-01T00:00">' in bad.text  # until: not marked, kept
 
 
 async def test_a_change_from_the_console_is_in_the_history_under_the_tokens_label() -> None:

@@ -295,8 +295,8 @@ def _checked(errors: dict[str, str], field: str, text: str) -> datetime | None:
     """A time filter, or None with its error added to `errors` (every bad one is named)."""
     try:
         return form_instant(field, text)
-    except InvalidRequest as exc:
-        errors[field] = exc.message
+    except InvalidRequest as exc:  # say what was typed: a date-time input cannot show it
+        errors[field] = f"{exc.message} (got {text.strip()!r})"
         return None
 
 
