@@ -105,6 +105,11 @@ async def test_a_bad_time_comes_back_naming_the_field_with_what_was_typed(
     assert error and "(got &#39;yesterday&#39;)" in error.group(1)
     assert "Verdict" not in answer.text
     assert '<option value="utc" selected>UTC</option>' in answer.text  # the choice is kept
+    # 9999-12-31 23:59:59 in a zone behind UTC is in the year 10000 there.
+    west = {"kind": "cron", "expression": "0 0 * * *", "timezone": "Etc/GMT+12"}
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="west", trigger=west))
+    too_late = await open_console.get("/ui/tasks/west/explain?at=9999-12-31T23:59:59")
+    assert too_late.status_code == 422 and "is outside the years 1 to 9999 in UTC" in too_late.text
     bad_zone = await open_console.get("/ui/tasks/daily/explain?zone=mars")
     assert bad_zone.status_code == 422 and "must be task or utc" in bad_zone.text
 

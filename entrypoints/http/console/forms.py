@@ -37,7 +37,10 @@ def wall_instant(field: str, text: str, zone: str) -> datetime | None:
         raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=ZoneInfo(zone))
-    return value.astimezone(timezone.utc)
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:  # the first or last hours of year 1 or 9999, read in UTC
+        raise InvalidRequest(field, "is outside the years 1 to 9999 in UTC") from None
 
 
 def backfill_request(
