@@ -57,6 +57,9 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "explain": f"/ui/tasks/{name}/explain",
         "explain, refused": f"/ui/tasks/{name}/explain?at=yesterday",
         "runs, refused": "/ui/runs?since=yesterday&status=nosuch",
+        "new task": "/ui/new-task",
+        "edit": f"/ui/tasks/{name}/edit",
+        "delete": f"/ui/tasks/{name}/delete",
     }
 
 
@@ -74,6 +77,9 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "explain",
         "explain, refused",
         "runs, refused",
+        "new task",
+        "edit",
+        "delete",
     ],
 )
 def test_no_serious_accessibility_violation(

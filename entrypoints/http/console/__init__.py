@@ -12,6 +12,7 @@ from entrypoints.http.auth import FailureLimiter, digest_grants
 from entrypoints.http.console.access import check_csrf, session_guard
 from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, LoginGate
 from entrypoints.http.console.calendar_pages import CalendarPages
+from entrypoints.http.console.editing import TaskEditing, TaskEditorForms
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
 from entrypoints.http.console.explain_page import ExplainPage
 from entrypoints.http.console.pages import ConsolePages
@@ -31,10 +32,12 @@ def console_router(
     def console_gate() -> LoginGate:
         return gate
 
-    actions = Router(path="/", route_handlers=[ConsoleActions], before_request=check_csrf)
+    actions = Router(
+        path="/", route_handlers=[ConsoleActions, TaskEditing], before_request=check_csrf
+    )
     guarded = Router(
         path="/",
-        route_handlers=[ConsolePages, ExplainPage, CalendarPages, actions],
+        route_handlers=[ConsolePages, ExplainPage, TaskEditorForms, CalendarPages, actions],
         guards=[in_turn(session_guard(tokens), nul_guard)],
     )
     static = create_static_files_router(

@@ -75,6 +75,7 @@ class ConsolePages(Controller):
         # (`state` is a name Litestar keeps for itself), not the form's `state`.
         task_state: Annotated[str, QueryParameter(name="state", max_length=20)] = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
+        done: Annotated[str | None, QueryParameter(max_length=40)] = None,
     ) -> Response[str]:
         rows: list[TaskRow] = []
         next_cursor = None
@@ -101,6 +102,7 @@ class ConsolePages(Controller):
             paged=cursor is not None,
             now=_now(),
             live=not errors,
+            done=DELETED_MESSAGE if done == "deleted" else None,
         )
 
     @get("/tasks/{ref:str}", name="console:task", include_in_schema=False)
@@ -326,7 +328,12 @@ DONE_MESSAGES = {
     "paused": "Paused: the task will not fire until it is resumed.",
     "resumed": "Resumed: the task fires at its next time.",
     "cancel-requested": "Cancel requested: the run stops shortly and is recorded cancelled.",
+    "created": "Created: the task fires at its next time.",
+    "saved": "Saved: the task runs by its new definition from now on.",
+    "unchanged": "Nothing to save: the definition was the task's own.",
 }
+# The tasks page after a delete (`?done=deleted`).
+DELETED_MESSAGE = "Deleted: the task will not fire again; its runs stay on the runs page."
 # The cancel once the run has ended: what was requested is done.
 CANCELLED_MESSAGE = "Cancelled: the run was stopped and is recorded cancelled."
 
@@ -342,5 +349,10 @@ def done_message(
     link kept or shared after someone resumed the task must not say it is paused."""
     if done == "cancel-requested" and cancelled:
         return CANCELLED_MESSAGE
-    holds = {"paused": paused is True, "resumed": paused is False, "cancel-requested": cancelling}
+    holds = {
+        "paused": paused is True,
+        "resumed": paused is False,
+        "cancel-requested": cancelling,
+        **dict.fromkeys(("created", "saved", "unchanged"), True),
+    }
     return DONE_MESSAGES.get(done or "") if holds.get(done or "") else None

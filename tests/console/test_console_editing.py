@@ -1,0 +1,299 @@
+"""The console's task editor (docs/api.md, "Console"): a new task, a definition edited,
+a task deleted, each through the API's own use case: what the console writes reads back
+from the API as written, a refused definition comes back as typed with its fields named
+and nothing written, and a change made meanwhile is never overwritten."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console.conftest import log_in as browser_log_in
+from tests.console.test_console_browser import create as create_live
+from tests.console.test_console_browser import expect
+from tests.console.test_console_pages import (
+    READER,
+    WRITER,
+    Client,
+    _client,
+    create,
+    csrf_of,
+    log_in,
+)
+from tests.console.test_console_pages import open_console as open_console  # fixture
+from tests.entrypoints.helpers import cron_task
+from tests.fixtures.target import RecordingTarget
+
+DAILY = {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"}
+
+
+def definition_of(page: str) -> dict[str, Any]:
+    """The JSON the editor's text area holds."""
+    loaded: dict[str, Any] = json.loads(text_of(page))
+    return loaded
+
+
+def text_of(page: str) -> str:
+    """The editor's text area, as typed (even when it is not JSON)."""
+    found = re.search(r'<textarea id="definition"[^>]*>(.*?)</textarea>', page, re.S)
+    assert found, "the page has no definition to edit"
+    return html.unescape(found.group(1))
+
+
+def errors_of(page: str) -> dict[str, str]:
+    return {
+        field: html.unescape(message)
+        for field, message in re.findall(r"<li><code>([^<]*)</code> ([^<]*)</li>", page)
+    }
+
+
+def version_of(page: str) -> str:
+    found = re.search(r'name="version" value="(\d*)"', page)
+    assert found, "the form carries no version"
+    return found.group(1)
+
+
+async def _tasks(client: Client) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (await client.get("/tasks")).json()["items"]
+    return items
+
+
+async def test_a_task_made_in_the_console_reads_back_from_the_api_as_written(
+    open_console: Client,
+) -> None:
+    form = await open_console.get("/ui/new-task")
+    assert form.status_code == 200
+    body = definition_of(form.text)  # an example that is itself a valid task
+    body.update(name="made-here", target={"url": "http://127.0.0.1:9/hook", "method": "PUT"})
+
+    made = await open_console.post(
+        "/ui/new-task",
+        data={"csrf_token": csrf_of(form.text), "definition": json.dumps(body)},
+        follow_redirects=False,
+    )
+
+    assert (
+        made.status_code == 303 and made.headers["location"] == "/ui/tasks/made-here?done=created"
+    )
+    stored = (await open_console.get("/tasks/made-here")).json()
+    assert stored["trigger"] == body["trigger"] | {"start_at": None, "end_at": None}
+    assert stored["tags"] == body["tags"]
+    assert stored["target"]["url"] == "http://127.0.0.1:9/hook"
+    assert stored["target"]["method"] == "PUT"
+    shown = (await open_console.get(made.headers["location"])).text
+    assert "Created: the task fires at its next time." in shown
+
+
+async def test_a_refused_definition_comes_back_as_typed_and_nothing_is_written(
+    open_console: Client,
+) -> None:
+    csrf = csrf_of((await open_console.get("/ui/new-task")).text)
+    bad_cron = json.dumps(
+        {
+            "name": "bad",
+            "trigger": {"kind": "cron", "expression": "61 * * * *"},
+            "target": {"url": "http://169.254.169.254/latest"},
+        }
+    )
+    not_json = '{"name": "half",\n  "trigger": {'
+
+    refused = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": bad_cron}
+    )
+    broken = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": not_json}
+    )
+
+    assert refused.status_code == 422 and broken.status_code == 422
+    assert set(errors_of(refused.text)) == {"trigger.expression"}
+    assert definition_of(refused.text) == json.loads(bad_cron)  # as typed
+    assert errors_of(broken.text)["definition"].startswith("is not JSON: ")
+    assert "at line 2, column" in errors_of(broken.text)["definition"]
+    assert text_of(broken.text) == not_json
+    # The guard's refusal comes from the same use case, once the trigger is good.
+    guarded = json.loads(bad_cron) | {"trigger": DAILY}
+    denied = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": json.dumps(guarded)}
+    )
+    assert denied.status_code == 422 and "target.url" in errors_of(denied.text)
+    assert await _tasks(open_console) == []
+
+
+async def test_an_edit_writes_a_version_and_an_unchanged_one_does_not(
+    open_console: Client,
+) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
+    editor = await open_console.get("/ui/tasks/daily/edit")
+    csrf, version = csrf_of(editor.text), version_of(editor.text)
+    definition = definition_of(editor.text)
+    assert definition["trigger"] == DAILY | {"start_at": None, "end_at": None}
+    assert version == "1"
+
+    same = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={"csrf_token": csrf, "version": version, "definition": json.dumps(definition)},
+        follow_redirects=False,
+    )
+    definition["trigger"] = DAILY | {"expression": "45 3 * * *"}
+    del definition["tags"]  # left out: its default, as PUT /tasks/{name} takes it
+    changed = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={"csrf_token": csrf, "version": version, "definition": json.dumps(definition)},
+        follow_redirects=False,
+    )
+
+    assert same.headers["location"] == "/ui/tasks/daily?done=unchanged"
+    assert changed.headers["location"] == "/ui/tasks/daily?done=saved"
+    stored = (await open_console.get("/tasks/daily")).json()
+    assert stored["version"] == 2 and stored["trigger"]["expression"] == "45 3 * * *"
+    newest = (await open_console.get("/tasks/daily/history")).json()["items"][0]
+    assert newest["version"] == 2 and set(newest["changes"]) == {"trigger"}
+
+
+async def test_an_edit_from_a_stale_form_or_a_rename_is_refused_and_nothing_written(
+    open_console: Client,
+) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
+    editor = await open_console.get("/ui/tasks/daily/edit")
+    csrf, definition = csrf_of(editor.text), definition_of(editor.text)
+    assert (
+        await open_console.patch("/tasks/daily", json={"tags": ["meanwhile"]})
+    ).status_code == 200
+    definition["description"] = "mine"
+
+    stale = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={"csrf_token": csrf, "version": "1", "definition": json.dumps(definition)},
+    )
+    renamed = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={
+            "csrf_token": csrf,
+            "version": "2",
+            "definition": json.dumps(definition | {"name": "x"}),
+        },
+    )
+
+    assert stale.status_code == 409 and "changed since this form was opened" in stale.text
+    assert version_of(stale.text) == "1"  # sent again, it is refused again
+    assert definition_of(stale.text)["description"] == "mine"  # what was typed is kept
+    assert (
+        renamed.status_code == 422 and "must stay 'daily' here" in errors_of(renamed.text)["name"]
+    )
+    stored = (await open_console.get("/tasks/daily")).json()
+    assert stored["version"] == 2 and stored["tags"] == ["meanwhile"]
+    assert stored["description"] is None
+
+
+async def test_a_delete_is_confirmed_and_only_of_the_version_shown(open_console: Client) -> None:
+    task = await create(open_console, cron_task("http://127.0.0.1:9/", name="daily"), None)
+    run = (await open_console.post(f"/tasks/{task['id']}/runs")).json()
+    confirm = await open_console.get("/ui/tasks/daily/delete")
+    assert confirm.status_code == 200 and "Delete daily?" in confirm.text
+    csrf = csrf_of(confirm.text)
+    assert (await open_console.post("/tasks/daily/pause")).status_code == 200  # version 2
+
+    stale = await open_console.post(
+        "/ui/tasks/daily/delete", data={"csrf_token": csrf, "version": version_of(confirm.text)}
+    )
+    assert stale.status_code == 409 and (await open_console.get("/tasks/daily")).status_code == 200
+    deleted = await open_console.post(
+        "/ui/tasks/daily/delete", data={"csrf_token": csrf, "version": "2"}, follow_redirects=False
+    )
+
+    assert deleted.headers["location"] == "/ui/?done=deleted"
+    assert (await open_console.get("/tasks/daily")).status_code == 404
+    assert (await open_console.get(f"/runs/{run['id']}")).status_code == 200
+    assert (
+        "Deleted: the task will not fire again"
+        in (await open_console.get("/ui/?done=deleted")).text
+    )
+
+
+async def test_a_read_only_token_sees_no_editor_and_cannot_post_to_it() -> None:
+    async for client in _client(f"{WRITER},{READER}:read"):
+        await create(client, cron_task("http://127.0.0.1:9/", name="daily"))
+        await log_in(client, READER)
+        listing = await client.get("/ui/")
+        task_page = await client.get("/ui/tasks/daily")
+        assert "/ui/new-task" not in listing.text
+        assert "/ui/tasks/daily/edit" not in task_page.text
+        assert "/ui/tasks/daily/delete" not in task_page.text
+        for path in ("/ui/new-task", "/ui/tasks/daily/edit", "/ui/tasks/daily/delete"):
+            assert (await client.get(path)).status_code == 403, path
+        csrf = csrf_of(task_page.text)  # the logout form's
+        body = json.dumps({"name": "x", "trigger": DAILY, "target": {"url": "http://127.0.0.1:9/"}})
+        for path, data in (
+            ("/ui/new-task", {"definition": body}),
+            ("/ui/tasks/daily/edit", {"definition": body, "version": "1"}),
+            ("/ui/tasks/daily/delete", {"version": "1"}),
+        ):
+            answer = await client.post(path, data={"csrf_token": csrf, **data})
+            assert answer.status_code == 403, path
+        writer = {"Authorization": f"Bearer {WRITER}"}
+        assert [
+            t["name"] for t in (await client.get("/tasks", headers=writer)).json()["items"]
+        ] == ["daily"]
+
+
+async def test_a_form_without_the_csrf_token_writes_nothing(open_console: Client) -> None:
+    await open_console.get("/ui/")  # the session's cookie
+    body = json.dumps({"name": "x", "trigger": DAILY, "target": {"url": "http://127.0.0.1:9/"}})
+    answer = await open_console.post("/ui/new-task", data={"definition": body})
+    assert answer.status_code == 403
+    assert await _tasks(open_console) == []
+
+
+# -- in a real browser, against `serve` on PostgreSQL ---------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_task_is_made_edited_and_deleted_from_the_console(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    name = f"edited-{uuid.uuid4().hex[:8]}"
+    page = new_page()
+    browser_log_in(page)
+    page.get_by_role("link", name="New task").click()
+    body = {"name": name, "trigger": DAILY, "target": {"url": target.url(f"/{name}")}}
+    page.get_by_label("Definition (JSON)").fill(json.dumps(body, indent=2))
+    page.get_by_role("button", name="Create").click()
+
+    page.wait_for_url(f"**/ui/tasks/{name}?done=created")
+    expect()(page.get_by_role("status")).to_contain_text("Created")
+    expect()(page.locator("dl.facts")).to_contain_text("at 02:30 every day, New York time")
+
+    page.get_by_role("link", name="Edit").click()
+    text = page.get_by_label("Definition (JSON)").input_value()
+    page.get_by_label("Definition (JSON)").fill(text.replace("30 2 * * *", "0 7 * * 1-5"))
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_url(f"**/ui/tasks/{name}?done=saved")
+    expect()(page.locator("dl.facts")).to_contain_text(
+        "at 07:00 on Monday to Friday, New York time"
+    )
+    assert api.get(f"/tasks/{name}").json()["trigger"]["expression"] == "0 7 * * 1-5"
+
+    page.get_by_role("link", name="Delete").click()
+    page.get_by_role("button", name=f"Delete {name}").click()
+    page.wait_for_url("**/ui/?done=deleted")
+    expect()(page.get_by_role("status")).to_contain_text("Deleted")
+    assert api.get(f"/tasks/{name}").status_code == 404
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_the_editor_fits_a_phone(new_page: Any, api: httpx.Client, target: RecordingTarget) -> None:
+    task = create_live(api, target)
+    page = new_page(width=360)
+    browser_log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}/edit")
+    expect()(page.get_by_label("Definition (JSON)")).to_be_visible()
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 360, f"the page is {width} px wide at 360"
