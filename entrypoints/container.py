@@ -102,6 +102,7 @@ class Container(containers.DeclarativeContainer):
         create_pool,
         settings.provided.database_url,
         max_size=settings.provided.pool_size,
+        answer_limit=settings.provided.database_answer_timeout,
         name="scheduler",
         schema=settings.provided.db_schema,
     )

@@ -10,9 +10,11 @@ import os
 import signal
 import socket
 import threading
+from types import FrameType
 
 import uvicorn
 
+from adapters.postgres.silence import hurry
 from domain.errors import InvalidRequest
 from domain.tasks import HttpTarget
 from entrypoints.container import Container, build_container
@@ -78,13 +80,14 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
         # A request waiting on a database that went silent must not hold the stop.
         timeout_graceful_shutdown=REQUESTS_GRACE,
     )
-    server, listener = uvicorn.Server(config), _listen(config)
+    server, listener = _Server(config, asyncio.get_running_loop()), _listen(config)
     watchdog = StopWatchdog(settings.drain_timeout + STOP_MARGIN)
 
     def stop_serving() -> None:
         stop.set()
         server.should_exit = True  # what uvicorn watches while it serves
         watchdog.start()
+        hurry(ANSWER_GRACE)
 
     loop = asyncio.get_running_loop()
     # SIGHUP too (a closed terminal, a supervisor): there is nothing to reload, and
@@ -119,6 +122,25 @@ async def _serve_until_stopped(
 
 # Seconds requests in flight may take once a stop began (uvicorn's graceful shutdown).
 REQUESTS_GRACE = 10
+# Seconds after a stop began by which a connection still out is shut (a request waiting
+# on a silent database answers 503 within its grace, not cut off without an answer).
+ANSWER_GRACE = REQUESTS_GRACE - 2
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, whose own signal handling (while it serves) also hurries the
+    connections out (`adapters.postgres.silence.hurry`)."""
+
+    def __init__(self, config: uvicorn.Config, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(config)
+        self._loop = loop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A signal handler: it may run between any two steps of the loop's work.
+        self._loop.call_soon_threadsafe(hurry, ANSWER_GRACE)
+        super().handle_exit(sig, frame)
+
+
 # A stop that takes longer than the drain timeout and this is given up (StopWatchdog):
 # the requests' grace, the engine's record grace, closing the pool, with room to spare.
 STOP_MARGIN = 30.0

@@ -64,6 +64,13 @@ class Settings(BaseSettings):
         default=None, repr=False, description="PostgreSQL URL; unset means the in-memory store"
     )
     pool_size: int = Field(default=10, ge=1, le=1000, description="connections per process")
+    database_answer_timeout: float = Field(
+        default=30.0,
+        ge=1,
+        le=86_400,
+        description="seconds a connection may wait on a database that answers nothing (its"
+        " host still taking packets) before it is shut: what waited on it answers 503",
+    )
     database_wait: float = Field(
         default=30.0,
         ge=0,

@@ -16,6 +16,7 @@ from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.liveness import with_liveness
+from adapters.postgres.silence import DEFAULT_ANSWER_LIMIT, set_answer_limit, watched
 from domain.errors import CommitUnanswered
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ def create_pool(
     check: bool = False,
     name: str | None = None,
     schema: str | None = None,
+    answer_limit: float = DEFAULT_ANSWER_LIMIT,
 ) -> AsyncConnectionPool[AsyncConnection[Any]]:
     """A closed pool on `url`; the caller opens it (`await pool.open(wait=True)`) and
     closes it.
@@ -66,12 +68,13 @@ def create_pool(
 
     `schema` names the connections (`application_name`) for the scheduler on it. Each
     connection notices a database that vanished silently within about 20 s
-    (`adapters.postgres.liveness`).
+    (`adapters.postgres.liveness`), and one that takes packets but answers nothing once
+    a connection has been out `answer_limit` seconds (`adapters.postgres.silence`).
     """
     kwargs: dict[str, Any] = {"autocommit": True}
     if schema is not None:
         kwargs["application_name"] = application_name(schema)
-    return AsyncConnectionPool(
+    pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
         with_liveness(url),
         open=False,
         min_size=min_size,
@@ -83,6 +86,8 @@ def create_pool(
         check=AsyncConnectionPool.check_connection if check else None,
         configure=_configure,
     )
+    set_answer_limit(pool, answer_limit)
+    return pool
 
 
 async def _configure(conn: AsyncConnection[Any]) -> None:
@@ -113,7 +118,8 @@ async def live_connection(
     else:
         conn = await pool.getconn()
     try:
-        yield conn
+        with watched(pool, conn):  # a silent database cannot hold it forever
+            yield conn
     finally:
         await pool.putconn(conn)
 

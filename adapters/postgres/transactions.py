@@ -20,6 +20,7 @@ from adapters.postgres.events import PostgresOutbox
 from adapters.postgres.pool import live_connection, pipelined_transaction
 from adapters.postgres.queueing import Queues
 from adapters.postgres.rows import to_run
+from adapters.postgres.silence import was_cut
 from domain.calendars import StoredCalendar
 from domain.errors import StoreUnavailable
 from domain.events import EventRules
@@ -72,8 +73,9 @@ class PostgresStoreBase:
         """Run one read. A connection that died while idle is skipped before use
         (`live_connection`); one found dead only when the read was sent (it died just
         then, or its network was cut) is retried on another, at most once per connection
-        the pool can hold: reading twice is harmless. Writes are never retried: one may
-        have reached the server."""
+        the pool can hold: reading twice is harmless; one shut for waiting past the
+        answer limit (`adapters.postgres.silence`) is not. Writes are never retried: one
+        may have reached the server."""
         attempts = self._pool.max_size + 1
         for attempt in range(1, attempts + 1):
             conn: AsyncConnection[Any] | None = None
@@ -83,6 +85,8 @@ class PostgresStoreBase:
                     await cur.execute(query, params)
                     return await cur.fetchall()
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if conn is not None and was_cut(conn):  # silent: another would be too
+                    raise StoreUnavailable("the database did not answer") from exc
                 if attempt < attempts and conn is not None and conn.closed:
                     log.info("retrying a read on a new connection: %s", exc)
                     continue
