@@ -40,13 +40,13 @@ class Retention(PostgresStoreBase):
         if table.partitions is None:
             return 0
         dropped = 0
+        # The initializer's lock: one replica (or init-db) at a time makes or drops
+        # partitions; the others find it taken and leave it to that one.
+        lock = sql.SQL("SELECT pg_try_advisory_xact_lock({})").format(
+            sql.Literal(schema_lock_key(self.schema))
+        )
+        timeout = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT))
         async with self._connection() as conn:
-            # The initializer's lock: one replica (or init-db) at a time makes or drops
-            # partitions; the others find it taken and leave it to that one.
-            lock = sql.SQL("SELECT pg_try_advisory_xact_lock({})").format(
-                sql.Literal(schema_lock_key(self.schema))
-            )
-            timeout = sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT))
             try:
                 async with conn.transaction():
                     if not await _scalar(conn, lock):
@@ -55,10 +55,14 @@ class Retention(PostgresStoreBase):
                     await ensure_partitions(conn, self.schema, table, now)
             except psycopg.errors.LockNotAvailable:
                 log.info("runs partitions not made: the runs table stayed busy")
-            parent = sql.Identifier(self.schema, table.name)
-            for part in await existing_partitions(conn, self.schema, table.name):
-                if part.default or part.upper is None or part.upper > cutoff:
-                    continue
+            parts = await existing_partitions(conn, self.schema, table.name)
+        parent = sql.Identifier(self.schema, table.name)
+        for part in parts:
+            if part.default or part.upper is None or part.upper > cutoff:
+                continue
+            # A connection for each: the answer limit bounds one checkout, and a count
+            # of a week's runs takes a while (adapters.postgres.silence).
+            async with self._connection() as conn:
                 name = sql.Identifier(self.schema, part.name)
                 # Counted before the lock: a count of a week's runs takes a while.
                 count = sql.SQL("SELECT count(*) FROM {}").format(name)

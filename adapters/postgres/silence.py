@@ -5,16 +5,17 @@ answering: the host still acknowledges every packet, so the keepalives of
 `adapters.postgres.liveness` are answered and libpq never notices; a statement out on
 such a connection waits for as long as the silence lasts. psycopg's own cancellation
 does not end it either: it asks the server to cancel (which is as silent), then waits
-on. So each connection the store takes from its pool is watched while it is out: held
-longer than the pool's answer limit, its socket is shut down, which the waiting
-statement reads as a lost connection, as it would a reset (docs/reliability.md, "A
-database that stops answering with its connections open"). A read so cut answers 503 at
-once, rather than trying another connection that is likely as silent; a write answers
-503 (it may have committed, as after any connection lost at COMMIT); the engine's pass
-fails and is tried again.
+on. So each connection the store takes from its pool is watched while it is out: once
+it has waited on the database longer than the pool's answer limit, its socket is shut
+down, which the waiting statement reads as a lost connection, as it would a reset
+(docs/reliability.md, "A database that stops answering with its connections open").
+A read so cut answers 503 at once, rather than trying another connection that is likely
+as silent; a write answers 503 (it may have committed, as after any connection lost at
+COMMIT); the engine's pass fails and is tried again.
 
-The limit bounds a whole checkout (a transaction's statements together), so it sits far
-above what the store's work takes: a 10,000-task apply commits in about 2 s here.
+The limit bounds how long a connection waits on the database without a break (the
+statements of a transaction pipelined together count as one wait), far above what the
+store's statements take: a 10,000-task apply commits in about 2 s here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,11 @@ DEFAULT_ANSWER_LIMIT = 30.0  # seconds; SCHEDULER_DATABASE_ANSWER_TIMEOUT
 
 _limits: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], float] = weakref.WeakKeyDictionary()
 _cut: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
-# The connections out now, each with its timer and the loop time it fires at; and,
-# once `hurry` was called, the loop time by which every connection out must be back.
-_out: dict[int, tuple[AsyncConnection[Any], asyncio.TimerHandle]] = {}
+# Seconds between looks at a connection that is out.
+_SAMPLE = 1.0
+# The connections out now, by id; and, once `hurry` was called, its loop and the loop
+# time by which a connection still waiting on the database is shut.
+_out: dict[int, _Watch] = {}
 _hurried: tuple[asyncio.AbstractEventLoop, float] | None = None
 
 
@@ -56,35 +59,61 @@ def was_cut(conn: AsyncConnection[Any]) -> bool:
     return conn in _cut
 
 
+class _Watch:
+    """One connection out: looked at every `_SAMPLE` seconds, shut once it has waited on
+    the database (a command in progress, libpq's ACTIVE) `limit` seconds in a row. The
+    time the store spends on its own work between statements (a re-plan's searches,
+    say) holds nothing against it: the server owes no answer then."""
+
+    __slots__ = ("conn", "limit", "loop", "timer", "waiting_since")
+
+    def __init__(self, conn: AsyncConnection[Any], limit: float) -> None:
+        self.conn = conn
+        self.limit = limit
+        self.loop = asyncio.get_running_loop()
+        self.waiting_since: float | None = None
+        self.timer = self.loop.call_later(_SAMPLE, self.look)
+
+    def look(self) -> None:
+        if self.conn.closed:
+            return
+        now = self.loop.time()
+        if self.conn.pgconn.transaction_status != pq.TransactionStatus.ACTIVE:
+            self.waiting_since = None
+        elif self.waiting_since is None:
+            self.waiting_since = now - _SAMPLE  # waiting since about the last look
+        if self.waiting_since is not None and self._due(now):
+            _shut(self.conn, now - self.waiting_since)
+            return
+        self.timer = self.loop.call_later(_SAMPLE, self.look)
+
+    def _due(self, now: float) -> bool:
+        assert self.waiting_since is not None
+        if now - self.waiting_since >= self.limit:
+            return True
+        return _hurried is not None and _hurried[0] is self.loop and now >= _hurried[1]
+
+
 @contextmanager
 def watched(pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any]) -> Iterator[None]:
-    """Shut `conn`'s socket if it is still out `answer_limit(pool)` seconds from now
-    (sooner once the process is stopping: `hurry`)."""
-    loop = asyncio.get_running_loop()
-    at = loop.time() + answer_limit(pool)
-    if _hurried is not None and _hurried[0] is loop:
-        at = min(at, _hurried[1])
+    """Shut `conn`'s socket once it has waited `answer_limit(pool)` seconds on the
+    database while out (sooner once the process is stopping: `hurry`)."""
     key = id(conn)
-    _out[key] = (conn, loop.call_at(at, _shut, conn, at - loop.time()))
+    _out[key] = _Watch(conn, answer_limit(pool))
     try:
         yield
     finally:
-        _out.pop(key)[1].cancel()
+        _out.pop(key).timer.cancel()
 
 
 def hurry(seconds: float) -> None:
-    """From now on, shut every connection still out `seconds` from now (a stopping
-    process gives requests in flight a grace: one waiting on a silent database then
-    answers 503 within it, rather than being cut off without an answer). Call it on the
-    event loop's thread."""
+    """From `seconds` from now, shut every connection out that is waiting on the
+    database (a stopping process gives requests in flight a grace: one waiting on a
+    silent database then answers 503 within it, rather than being cut off without an
+    answer). Call it on the event loop's thread."""
     global _hurried
     loop = asyncio.get_running_loop()
-    until = loop.time() + seconds
-    _hurried = (loop, until)
-    for key, (conn, timer) in list(_out.items()):
-        if timer.when() > until:
-            timer.cancel()
-            _out[key] = (conn, loop.call_at(until, _shut, conn, seconds))
+    _hurried = (loop, loop.time() + seconds)
 
 
 def _shut(conn: AsyncConnection[Any], waited: float) -> None:
