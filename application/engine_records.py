@@ -172,7 +172,9 @@ class OutcomeRecorder:
                 fields = run_fields(waiting.run)
                 if exc is not None:
                     fields["error"] = repr(exc)
-                log.error(message, extra=fields)
+                # A warning, not an error: the zombie rule at work (a replica paused, or
+                # cut off from the database, past the lease), which nothing here can mend.
+                log.warning(message, extra=fields)
                 _settle(waiting, None)
             else:
                 kept.append(waiting)

@@ -136,8 +136,9 @@ class RunRunner:
             recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
-            # A failed run is a warning: SCHEDULER_LOG_LEVEL=WARNING keeps the failures.
-            level = logging.INFO if final.status is RunStatus.SUCCEEDED else logging.WARNING
+            # A failed run is a warning: SCHEDULER_LOG_LEVEL=WARNING keeps the failures. A
+            # cancelled one was asked for (a cancel, `replace`, a pause): not a warning.
+            level = logging.WARNING if final.status is RunStatus.FAILED else logging.INFO
             if log.isEnabledFor(level):
                 fields = run_fields(final, lateness)
                 fields["duration"] = round(duration, 6)

@@ -134,6 +134,38 @@ async def test_an_outcome_that_could_not_be_recorded_is_not_logged_as_the_runs(
     assert line.getMessage() == "call succeeded; outcome not recorded"
     assert line.__dict__["recorded"] is False
     assert line.__dict__["status"] == "succeeded"  # the call's result
+    # Why, as a warning: the zombie rule at work is no error to page anyone about.
+    [why] = [r for r in caplog.records if "lease expired" in r.getMessage()]
+    assert why.levelno == logging.WARNING and getattr(why, "run_id", None) == str(run.id)
+
+
+async def test_a_cancelled_run_is_logged_as_information_not_a_warning(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    engines: list[TriggerLoop],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A cancel was asked for (through the store, as POST /runs/{id}/cancel asks): a level
+    # of WARNING keeps the failures, not every replaced or cancelled run.
+    caplog.set_level(logging.INFO, logger="scheduler.engine")
+    task = await store.create_task(make_task())
+    executor = GatedExecutor()
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+
+    async def calling() -> bool:
+        return executor.running == 1
+
+    await eventually(calling, "the call")
+    [run] = await store.list_runs(task.id, None, None, 10)
+    await store.request_cancel(run.id, "cancelled by a test")
+
+    async def logged() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage() == "run cancelled"]
+
+    [line] = await eventually(logged, "the cancelled run's line")
+    assert line.levelno == logging.INFO and getattr(line, "run_id", None) == str(run.id)
 
 
 async def test_a_backfilled_run_is_late_from_its_backfill_not_from_its_occurrence(
