@@ -14,31 +14,28 @@ from domain.validation import FieldError
 
 def form_instant(field: str, text: str) -> datetime | None:
     """A time from a form: ISO 8601; without an offset it is UTC (the forms say so)."""
-    if not text.strip():
-        return None
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return wall_instant(field, text, "UTC")
 
 
 def wall_instant(field: str, text: str, zone: str) -> datetime | None:
-    """A time from a form, read as a wall time in `zone` when it has no offset. Python's
-    rule (fold 0) settles the wall times a DST change makes odd: one that repeats is
-    its first, one the clocks skip keeps the offset before the skip (02:30 on the
-    morning the clocks go from 02:00 to 03:00 is 03:30); the page shows the instant
-    it read, in the zone and in UTC."""
+    """A time from a form, read as a wall time in `zone` when it has no offset (None for
+    an empty field). Python's rule (fold 0) settles the wall times a DST change makes
+    odd: one that repeats is its first, one the clocks skip keeps the offset before the
+    skip (02:30 on the morning the clocks go from 02:00 to 03:00 is 03:30); the explain
+    page shows the instant it read, in the zone and in UTC. An instant with an offset
+    keeps it."""
     if not text.strip():
         return None
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
         raise InvalidRequest(field, "must be a date and time like 2026-03-08T02:30") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=ZoneInfo(zone))
+    if value.tzinfo is not None:
+        return value
+    if zone == "UTC":
+        return value.replace(tzinfo=timezone.utc)
     try:
-        return value.astimezone(timezone.utc)
+        return value.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc)
     except OverflowError:  # the first or last hours of year 1 or 9999, read in UTC
         raise InvalidRequest(field, "is outside the years 1 to 9999 in UTC") from None
 
