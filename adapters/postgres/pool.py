@@ -16,7 +16,7 @@ from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
 from adapters.postgres.liveness import with_liveness
-from adapters.postgres.silence import DEFAULT_ANSWER_LIMIT, set_answer_limit, watched
+from adapters.postgres.silence import DEFAULT_ANSWER_LIMIT, set_answer_limit, unwatch, watch
 from domain.errors import CommitUnanswered
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,11 @@ async def live_connection(
         await pool.putconn(conn)  # a closed connection is discarded and replaced
     else:
         conn = await pool.getconn()
+    watch(pool, conn)  # a silent database cannot hold it forever
     try:
-        with watched(pool, conn):  # a silent database cannot hold it forever
-            yield conn
+        yield conn
     finally:
+        unwatch(conn)
         await pool.putconn(conn)
 
 

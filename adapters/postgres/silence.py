@@ -25,8 +25,6 @@ import logging
 import os
 import socket
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from psycopg import AsyncConnection, pq
@@ -38,11 +36,13 @@ DEFAULT_ANSWER_LIMIT = 30.0  # seconds; SCHEDULER_DATABASE_ANSWER_TIMEOUT
 
 _limits: weakref.WeakKeyDictionary[AsyncConnectionPool[Any], float] = weakref.WeakKeyDictionary()
 _cut: weakref.WeakSet[AsyncConnection[Any]] = weakref.WeakSet()
-# Seconds between looks at a connection that is out.
+# Seconds between looks at the connections out.
 _SAMPLE = 1.0
-# The connections out now, by id; and, once `hurry` was called, its loop and the loop
+# The connections out now, by id, on each event loop, with the timer of each loop's
+# looks (running while one is out); and, once `hurry` was called, its loop and the loop
 # time by which a connection still waiting on the database is shut.
-_out: dict[int, _Watch] = {}
+_out: dict[asyncio.AbstractEventLoop, dict[int, _Watch]] = {}
+_looks: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
 _hurried: tuple[asyncio.AbstractEventLoop, float] | None = None
 
 
@@ -60,50 +60,57 @@ def was_cut(conn: AsyncConnection[Any]) -> bool:
 
 
 class _Watch:
-    """One connection out: looked at every `_SAMPLE` seconds, shut once it has waited on
-    the database (a command in progress, libpq's ACTIVE) `limit` seconds in a row. The
-    time the store spends on its own work between statements (a re-plan's searches,
-    say) holds nothing against it: the server owes no answer then."""
+    """One connection out: shut once it has waited on the database (a command in
+    progress, libpq's ACTIVE) `limit` seconds in a row, as the looks every `_SAMPLE`
+    seconds see it. The time the store spends on its own work between statements (a
+    re-plan's searches, say) holds nothing against it: the server owes no answer then."""
 
-    __slots__ = ("conn", "limit", "loop", "timer", "waiting_since")
+    __slots__ = ("conn", "limit", "since", "waiting_since")
 
-    def __init__(self, conn: AsyncConnection[Any], limit: float) -> None:
+    def __init__(self, conn: AsyncConnection[Any], limit: float, now: float) -> None:
         self.conn = conn
         self.limit = limit
-        self.loop = asyncio.get_running_loop()
+        self.since = now
         self.waiting_since: float | None = None
-        self.timer = self.loop.call_later(_SAMPLE, self.look)
 
-    def look(self) -> None:
+    def look(self, now: float, hurried_until: float | None) -> None:
         if self.conn.closed:
             return
-        now = self.loop.time()
         if self.conn.pgconn.transaction_status != pq.TransactionStatus.ACTIVE:
             self.waiting_since = None
-        elif self.waiting_since is None:
-            self.waiting_since = now - _SAMPLE  # waiting since about the last look
-        if self.waiting_since is not None and self._due(now):
-            _shut(self.conn, now - self.waiting_since)
             return
-        self.timer = self.loop.call_later(_SAMPLE, self.look)
-
-    def _due(self, now: float) -> bool:
-        assert self.waiting_since is not None
-        if now - self.waiting_since >= self.limit:
-            return True
-        return _hurried is not None and _hurried[0] is self.loop and now >= _hurried[1]
+        if self.waiting_since is None:  # waiting since the last look at the latest
+            self.waiting_since = max(self.since, now - _SAMPLE)
+        waited = now - self.waiting_since
+        if waited >= self.limit or (hurried_until is not None and now >= hurried_until):
+            _shut(self.conn, waited)
 
 
-@contextmanager
-def watched(pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any]) -> Iterator[None]:
-    """Shut `conn`'s socket once it has waited `answer_limit(pool)` seconds on the
-    database while out (sooner once the process is stopping: `hurry`)."""
-    key = id(conn)
-    _out[key] = _Watch(conn, answer_limit(pool))
-    try:
-        yield
-    finally:
-        _out.pop(key).timer.cancel()
+def _look_all(loop: asyncio.AbstractEventLoop) -> None:
+    """Look at every connection out on `loop`; again in `_SAMPLE` seconds while any is."""
+    now = loop.time()
+    hurried_until = _hurried[1] if _hurried is not None and _hurried[0] is loop else None
+    for watch in list(_out.get(loop, {}).values()):
+        watch.look(now, hurried_until)
+    if _out.get(loop):
+        _looks[loop] = loop.call_later(_SAMPLE, _look_all, loop)
+    else:
+        _looks.pop(loop, None)
+
+
+def watch(pool: AsyncConnectionPool[Any], conn: AsyncConnection[Any]) -> None:
+    """From now until `unwatch`, shut `conn`'s socket once it has waited
+    `answer_limit(pool)` seconds on the database (sooner once the process is stopping:
+    `hurry`). One timer per event loop looks at every connection out, so a checkout
+    costs two dictionary writes."""
+    loop = asyncio.get_running_loop()
+    _out.setdefault(loop, {})[id(conn)] = _Watch(conn, answer_limit(pool), loop.time())
+    if loop not in _looks:
+        _looks[loop] = loop.call_later(_SAMPLE, _look_all, loop)
+
+
+def unwatch(conn: AsyncConnection[Any]) -> None:
+    _out[asyncio.get_running_loop()].pop(id(conn), None)
 
 
 def hurry(seconds: float) -> None:
