@@ -53,6 +53,13 @@ def errors_of(page: str) -> dict[str, str]:
     }
 
 
+def hidden_of(page: str, action: str) -> dict[str, str]:
+    """The hidden fields of the form posting to `action`, as a browser sends them."""
+    form = re.search(rf'<form method="post" action="{re.escape(action)}".*?</form>', page, re.S)
+    assert form, f"the page has no form posting to {action}"
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form[0]))
+
+
 def version_of(page: str) -> str:
     found = re.search(r'name="version" value="(\d*)"', page)
     assert found, "the form carries no version"
@@ -122,6 +129,11 @@ async def test_a_refused_definition_comes_back_as_typed_and_nothing_is_written(
         "/ui/new-task", data={"csrf_token": csrf, "definition": json.dumps(guarded)}
     )
     assert denied.status_code == 422 and "target.url" in errors_of(denied.text)
+    nul = guarded | {"target": {"url": "http://127.0.0.1:9/"}, "description": "a\u0000b"}
+    named = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": json.dumps(nul)}
+    )
+    assert set(errors_of(named.text)) == {"description"}  # as the API's 422 names it
     assert await _tasks(open_console) == []
 
 
@@ -130,21 +142,21 @@ async def test_an_edit_writes_a_version_and_an_unchanged_one_does_not(
 ) -> None:
     await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
     editor = await open_console.get("/ui/tasks/daily/edit")
-    csrf, version = csrf_of(editor.text), version_of(editor.text)
+    hidden = hidden_of(editor.text, "/ui/tasks/daily/edit")
     definition = definition_of(editor.text)
     assert definition["trigger"] == DAILY | {"start_at": None, "end_at": None}
-    assert version == "1"
+    assert hidden["version"] == "1"
 
     same = await open_console.post(
         "/ui/tasks/daily/edit",
-        data={"csrf_token": csrf, "version": version, "definition": json.dumps(definition)},
+        data={**hidden, "definition": json.dumps(definition)},
         follow_redirects=False,
     )
     definition["trigger"] = DAILY | {"expression": "45 3 * * *"}
     del definition["tags"]  # left out: its default, as PUT /tasks/{name} takes it
     changed = await open_console.post(
         "/ui/tasks/daily/edit",
-        data={"csrf_token": csrf, "version": version, "definition": json.dumps(definition)},
+        data={**hidden, "definition": json.dumps(definition)},
         follow_redirects=False,
     )
 
@@ -161,23 +173,18 @@ async def test_an_edit_from_a_stale_form_or_a_rename_is_refused_and_nothing_writ
 ) -> None:
     await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
     editor = await open_console.get("/ui/tasks/daily/edit")
-    csrf, definition = csrf_of(editor.text), definition_of(editor.text)
+    hidden, definition = hidden_of(editor.text, "/ui/tasks/daily/edit"), definition_of(editor.text)
     assert (
         await open_console.patch("/tasks/daily", json={"tags": ["meanwhile"]})
     ).status_code == 200
     definition["description"] = "mine"
 
     stale = await open_console.post(
-        "/ui/tasks/daily/edit",
-        data={"csrf_token": csrf, "version": "1", "definition": json.dumps(definition)},
+        "/ui/tasks/daily/edit", data={**hidden, "definition": json.dumps(definition)}
     )
     renamed = await open_console.post(
         "/ui/tasks/daily/edit",
-        data={
-            "csrf_token": csrf,
-            "version": "2",
-            "definition": json.dumps(definition | {"name": "x"}),
-        },
+        data={**hidden, "version": "2", "definition": json.dumps(definition | {"name": "x"})},
     )
 
     assert stale.status_code == 409 and "changed since this form was opened" in stale.text
@@ -196,24 +203,85 @@ async def test_a_delete_is_confirmed_and_only_of_the_version_shown(open_console:
     run = (await open_console.post(f"/tasks/{task['id']}/runs")).json()
     confirm = await open_console.get("/ui/tasks/daily/delete")
     assert confirm.status_code == 200 and "Delete daily?" in confirm.text
-    csrf = csrf_of(confirm.text)
+    hidden = hidden_of(confirm.text, "/ui/tasks/daily/delete")
     assert (await open_console.post("/tasks/daily/pause")).status_code == 200  # version 2
 
-    stale = await open_console.post(
-        "/ui/tasks/daily/delete", data={"csrf_token": csrf, "version": version_of(confirm.text)}
-    )
+    stale = await open_console.post("/ui/tasks/daily/delete", data=hidden)
     assert stale.status_code == 409 and (await open_console.get("/tasks/daily")).status_code == 200
     deleted = await open_console.post(
-        "/ui/tasks/daily/delete", data={"csrf_token": csrf, "version": "2"}, follow_redirects=False
+        "/ui/tasks/daily/delete", data={**hidden, "version": "2"}, follow_redirects=False
     )
 
-    assert deleted.headers["location"] == "/ui/?done=deleted"
+    assert deleted.headers["location"] == "/ui/?deleted=daily"
     assert (await open_console.get("/tasks/daily")).status_code == 404
     assert (await open_console.get(f"/runs/{run['id']}")).status_code == 200
-    assert (
-        "Deleted: the task will not fire again"
-        in (await open_console.get("/ui/?done=deleted")).text
+    said = "Deleted daily: it will not fire again"
+    assert said in (await open_console.get("/ui/?deleted=daily")).text
+    # Said only while no task has that name: a kept link says nothing of a new one.
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="daily"), None)
+    assert said not in (await open_console.get("/ui/?deleted=daily")).text
+
+
+async def test_a_stale_form_never_acts_on_another_task_of_the_same_name(
+    open_console: Client,
+) -> None:
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
+    editor = await open_console.get("/ui/tasks/daily/edit")
+    confirm = await open_console.get("/ui/tasks/daily/delete")
+    edit_form = hidden_of(editor.text, "/ui/tasks/daily/edit")
+    delete_form = hidden_of(confirm.text, "/ui/tasks/daily/delete")
+    mine = definition_of(editor.text) | {"description": "mine"}
+    # Meanwhile the task is deleted, and a colleague makes another of that name.
+    assert (await open_console.delete("/tasks/daily")).status_code == 204
+    theirs = cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY)
+    theirs |= {"description": "theirs", "tags": ["keep"], "enabled": False}
+    new = await create(open_console, theirs, None)
+    assert new["version"] == 1  # the version the old forms carry
+
+    saved = await open_console.post(
+        "/ui/tasks/daily/edit", data={**edit_form, "definition": json.dumps(mine)}
     )
+    deleted = await open_console.post("/ui/tasks/daily/delete", data=delete_form)
+
+    assert saved.status_code == 409 and "replaced by another of its name" in saved.text
+    assert definition_of(saved.text)["description"] == "mine"  # the text is kept
+    assert deleted.status_code == 409
+    stored = (await open_console.get("/tasks/daily")).json()
+    assert stored["id"] == new["id"] and stored["version"] == 1
+    assert (stored["description"], stored["tags"], stored["enabled"]) == ("theirs", ["keep"], False)
+    # Its task gone for good, the text of an edit comes back as a new task's.
+    assert (await open_console.delete("/tasks/daily")).status_code == 204
+    gone = await open_console.post(
+        "/ui/tasks/daily/edit", data={**edit_form, "definition": json.dumps(mine)}
+    )
+    assert gone.status_code == 409 and "deleted or renamed since" in gone.text
+    assert 'action="/ui/new-task"' in gone.text and definition_of(gone.text) == mine
+
+
+async def test_a_number_python_cannot_read_comes_back_as_a_field_error(
+    open_console: Client,
+) -> None:
+    csrf = csrf_of((await open_console.get("/ui/new-task")).text)
+    huge = '{"name": "t", "trigger": {"kind": "interval", "every": ' + "9" * 5000 + "}}"
+
+    answer = await open_console.post("/ui/new-task", data={"csrf_token": csrf, "definition": huge})
+
+    assert (
+        answer.status_code == 422
+        and "is not JSON the API reads" in errors_of(answer.text)["definition"]
+    )
+    assert text_of(answer.text) == huge
+
+
+async def test_a_task_made_paused_is_said_to_be_paused(open_console: Client) -> None:
+    csrf = csrf_of((await open_console.get("/ui/new-task")).text)
+    body = cron_task("http://127.0.0.1:9/", name="later", trigger=DAILY) | {"enabled": False}
+
+    made = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": json.dumps(body)}
+    )
+
+    assert "Created, paused: the task fires once it is resumed." in made.text
 
 
 async def test_a_read_only_token_sees_no_editor_and_cannot_post_to_it() -> None:
@@ -232,7 +300,7 @@ async def test_a_read_only_token_sees_no_editor_and_cannot_post_to_it() -> None:
         for path, data in (
             ("/ui/new-task", {"definition": body}),
             ("/ui/tasks/daily/edit", {"definition": body, "version": "1"}),
-            ("/ui/tasks/daily/delete", {"version": "1"}),
+            ("/ui/tasks/daily/delete", {"version": "1", "task_id": "x"}),
         ):
             answer = await client.post(path, data={"csrf_token": csrf, **data})
             assert answer.status_code == 403, path
@@ -282,7 +350,7 @@ def test_a_task_is_made_edited_and_deleted_from_the_console(
 
     page.get_by_role("link", name="Delete").click()
     page.get_by_role("button", name=f"Delete {name}").click()
-    page.wait_for_url("**/ui/?done=deleted")
+    page.wait_for_url(f"**/ui/?deleted={name}")
     expect()(page.get_by_role("status")).to_contain_text("Deleted")
     assert api.get(f"/tasks/{name}").status_code == 404
 

@@ -72,6 +72,21 @@ async def test_a_wall_time_is_read_in_the_task_zone_unless_utc_is_chosen(
         assert _verdict(page.text) == (api["verdict"].replace("_", " "), api["detail"])
 
 
+async def test_a_time_with_an_offset_is_shown_as_the_wall_time_it_names(
+    open_console: Client,
+) -> None:
+    # A date-time input cannot hold an offset: it shows the instant in UTC, with UTC
+    # chosen, so that asking again asks about the same instant (06:30Z is New York's
+    # second 01:30 that day: the wall time alone would read as the first).
+    await create(open_console, daily_task())
+
+    page = await open_console.get("/ui/tasks/daily/explain?at=2026-11-01T01:30:00-05:00")
+
+    assert _asked(page.text) == "2026-11-01T06:30:00+00:00"
+    assert 'name="at" type="datetime-local" step="1" value="2026-11-01T06:30:00"' in page.text
+    assert '<option value="utc" selected>UTC</option>' in page.text
+
+
 async def test_a_paused_task_says_it_was_paused_and_no_run_stood_for_it(
     open_console: Client,
 ) -> None:
@@ -109,7 +124,9 @@ async def test_a_bad_time_comes_back_naming_the_field_with_what_was_typed(
     west = {"kind": "cron", "expression": "0 0 * * *", "timezone": "Etc/GMT+12"}
     await create(open_console, cron_task("http://127.0.0.1:9/", name="west", trigger=west))
     too_late = await open_console.get("/ui/tasks/west/explain?at=9999-12-31T23:59:59")
-    assert too_late.status_code == 422 and "is outside the years 1 to 9999 in UTC" in too_late.text
+    assert too_late.status_code == 422 and "must be an instant from 1970 to 8999" in too_late.text
+    too_long = await open_console.get("/ui/tasks/daily/explain?at=" + "2" * 150)
+    assert too_long.status_code == 422 and 'id="e-at-error">is longer than 100' in too_long.text
     bad_zone = await open_console.get("/ui/tasks/daily/explain?zone=mars")
     assert bad_zone.status_code == 422 and "must be task or utc" in bad_zone.text
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
+from uuid import UUID
 
 from litestar import Controller, Request, Response, get, post
 from litestar.di import NamedDependency
@@ -20,11 +22,11 @@ from litestar.response import Redirect
 
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
-from domain.errors import DuplicateTaskName, InvalidRequest, VersionConflict
+from domain.errors import DuplicateTaskName, InvalidRequest, TaskNotFound, VersionConflict
 from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import MAX_NESTING, strictly
+from entrypoints.http.body import MAX_NESTING, refuse_nul, strictly
 from entrypoints.http.console.access import current_session
 from entrypoints.http.console.history import without_literal_credentials
 from entrypoints.http.console.rendering import render
@@ -38,6 +40,8 @@ EXAMPLE: dict[str, Any] = {
     "tags": ["reports"],
 }
 MAX_DEFINITION = 256 * 1024  # characters: far more than a task needs
+# A form's body at most: the definition URL-encoded (up to 12 bytes a character).
+MAX_FORM_BYTES = 12 * MAX_DEFINITION + 64 * 1024
 
 
 def definition_text(fields: dict[str, Any]) -> str:
@@ -62,6 +66,8 @@ def read_definition(text: str) -> dict[str, Any]:
         raise InvalidRequest("definition", f"is not JSON: {exc.msg} at {where}") from None
     except RecursionError:
         raise InvalidRequest("definition", f"nests deeper than {MAX_NESTING}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts, say
+        raise InvalidRequest("definition", f"is not JSON the API reads: {exc}") from None
     if not isinstance(data, dict):
         raise InvalidRequest("definition", "must be a JSON object, like the one shown at first")
     return data
@@ -97,7 +103,7 @@ class TaskEditorForms(Controller):
     ) -> Response[str]:
         _writer_only(request)
         task = await scheduling.get_task(ref)
-        return render(request, "delete.html", task=task, error=None, live=False)
+        return render(request, "delete.html", task=task, ref=ref, error=None, live=False)
 
 
 class TaskEditing(Controller):
@@ -105,7 +111,12 @@ class TaskEditing(Controller):
 
     path = "/"
 
-    @post("/new-task", name="console:create", include_in_schema=False)
+    @post(
+        "/new-task",
+        name="console:create",
+        request_max_body_size=MAX_FORM_BYTES,
+        include_in_schema=False,
+    )
     async def create(
         self, request: Request[Any, Any, Any], scheduling: NamedDependency[SchedulingService]
     ) -> Response[Any]:
@@ -119,7 +130,12 @@ class TaskEditing(Controller):
             return _form(request, None, None, text, [("name", str(exc))])
         return Redirect(f"/ui/tasks/{task.name}?done=created", status_code=303)
 
-    @post("/tasks/{ref:str}/edit", name="console:save", include_in_schema=False)
+    @post(
+        "/tasks/{ref:str}/edit",
+        name="console:save",
+        request_max_body_size=MAX_FORM_BYTES,
+        include_in_schema=False,
+    )
     async def save(
         self,
         request: Request[Any, Any, Any],
@@ -128,36 +144,43 @@ class TaskEditing(Controller):
         sync: NamedDependency[TaskSync],
     ) -> Response[Any]:
         """Replace the task's fields with the definition (fields left out take their
-        defaults, as `PUT /tasks/{name}`), only while it is at the version the form
-        was made from."""
+        defaults, as `PUT /tasks/{name}`), only while the task the form was made for
+        is still the one of this name, at the version the form was made from."""
         form = await request.form()
         text = _text(form.get("definition"))
-        task = await scheduling.get_task(ref)
+        made_for = _text(form.get("task_id"))
         sent = _text(form.get("version"))
-        # A refused form keeps the version it was made from: sent again, it still
-        # cannot overwrite a change made meanwhile.
+        # A refused form keeps the task and version it was made from: sent again, it
+        # still cannot overwrite a change made meanwhile, nor another task of the name.
         kept = int(sent) if sent.isdigit() else None
-        if kept is None:
-            return _form(request, task, None, text, [("version", "the form lost its version")])
         try:
-            version = kept
+            task: Task | None = await scheduling.get_task(ref)
+        except TaskNotFound:
+            task = None
+        if task is None or str(task.id) != made_for or kept is None:
+            if kept is None:
+                conflict = "this form lost the task and version it was made for"
+            elif task is None:
+                conflict = "the task this form was made for was deleted or renamed since"
+            else:
+                conflict = "the task this form was made for was replaced by another of its name"
+            return _form(request, task, kept, text, [], made_for=made_for, conflict=conflict)
+        try:
             data = read_definition(text)
             if data.setdefault("name", task.name) != task.name:
                 raise InvalidRequest(
                     "name", f"must stay {task.name!r} here (PATCH /tasks/{{id}} renames a task)"
                 )
             spec = _spec(data)
-            conditions = PutConditions(version=version, must_exist=True)
+            conditions = PutConditions(version=kept, must_exist=True)
             saved, _ = await sync.put_task(spec, conditions, actor=actor_of(request))
         except InvalidRequest as exc:
-            return _form(request, task, kept, text, [(e.field, e.message) for e in exc.errors])
+            errors = [(e.field, e.message) for e in exc.errors]
+            return _form(request, task, kept, text, errors, made_for=made_for)
         except VersionConflict:
-            changed = (
-                "the task changed since this form was opened; your text is kept here:"
-                " copy what you need, then open the editor again for the current definition"
-            )
-            return _form(request, task, kept, text, [("version", changed)], status_code=409)
-        done = "saved" if saved.version != version else "unchanged"
+            conflict = "the task changed since this form was opened"
+            return _form(request, task, kept, text, [], made_for=made_for, conflict=conflict)
+        done = "saved" if saved.version != kept else "unchanged"
         return Redirect(f"/ui/tasks/{saved.name}?done={done}", status_code=303)
 
     @post("/tasks/{ref:str}/delete", name="console:delete", include_in_schema=False)
@@ -167,24 +190,43 @@ class TaskEditing(Controller):
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
     ) -> Response[Any]:
-        """Delete the task, only while it is at the version the confirmation showed."""
-        task = await scheduling.get_task(ref)
-        sent = _text((await request.form()).get("version"))
+        """Delete the task the confirmation was made for (by its id), only while it is
+        at the version the confirmation showed."""
+        form = await request.form()
+        made_for, sent = _text(form.get("task_id")), _text(form.get("version"))
         try:
+            task_id = UUID(made_for)
             if not sent.isdigit():
-                raise VersionConflict(task.id, -1)  # a form without its version
-            await scheduling.delete_task(task.id, if_match=int(sent), actor=actor_of(request))
+                raise VersionConflict(task_id, -1)  # a form without its version
+            task = await scheduling.get_task(task_id)
+            await scheduling.delete_task(task_id, if_match=int(sent), actor=actor_of(request))
         except VersionConflict:
             error = "the task changed since this page was opened: read it again, then decide"
-            return render(
-                request, "delete.html", status_code=409, task=task, error=error, live=False
-            )
-        return Redirect("/ui/?done=deleted", status_code=303)
+            return await _refused_delete(request, ref, scheduling, error)
+        except (ValueError, TaskNotFound):  # not an id (a form without it), or no such task
+            error = "the task this page was made for is gone (deleted since it was opened)"
+            return await _refused_delete(request, ref, scheduling, error)
+        return Redirect(f"/ui/?{urlencode({'deleted': task.name})}", status_code=303)
+
+
+async def _refused_delete(
+    request: Request[Any, Any, Any], ref: str, scheduling: SchedulingService, error: str
+) -> Response[str]:
+    """The confirmation again, refused, for whatever task has the name now (none: the
+    tasks page's link instead)."""
+    try:
+        task: Task | None = await scheduling.get_task(ref)
+    except TaskNotFound:
+        task = None
+    return render(
+        request, "delete.html", status_code=409, task=task, ref=ref, error=error, live=False
+    )
 
 
 def _spec(data: dict[str, Any]) -> TaskSpec:
     """`data` validated as the API validates a body; what the API answers 400 (nesting
     past what its parser reads) is a field error here, so the text comes back."""
+    refuse_nul(data)  # named by its field, as the API's body reader names it
     try:
         return strictly(TaskSpec, data)
     except HTTPException as exc:
@@ -203,16 +245,26 @@ def _form(
     version: int | None,
     text: str,
     errors: list[tuple[str, str]],
-    status_code: int | None = None,
+    *,
+    made_for: str | None = None,
+    conflict: str | None = None,
 ) -> Response[str]:
+    """The editor: a new task's (`task` None, no `conflict`), or an edit's, made for the
+    task of id `made_for` (by default `task`'s) at `version`. A `conflict` (409) keeps
+    the text and says why it was not saved; the text can go nowhere else."""
+    status = 409 if conflict else 422 if errors else 200
     return render(
         request,
         "edit.html",
-        status_code=status_code or (422 if errors else 200),
+        status_code=status,
         task=task,
+        editing=task is not None,
+        made_for=made_for or (str(task.id) if task else ""),
         version=version,
         text=text,
         errors=errors,
+        conflict=conflict,
+        max_definition=MAX_DEFINITION,
         live=False,
     )
 

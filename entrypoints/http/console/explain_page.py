@@ -4,6 +4,7 @@ time, and why, through the use case `GET /tasks/{id}/explain` answers with (docs
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -19,6 +20,18 @@ from entrypoints.http.console.rendering import render
 
 # The form's `zone`: the wall time is read in the task's zone, or in UTC.
 ZONES = ("task", "utc")
+MAX_AT = 100  # characters of `at`
+# The instants explain answers for (application.explain.explainable), in the words of
+# its own refusal.
+EXPLAINABLE = "must be an instant from 1970 to 8999"
+
+
+def _with_offset(at: str) -> bool:
+    """Whether `at` names an instant with its offset, which a `datetime-local` input
+    cannot hold."""
+    with suppress(ValueError):
+        return datetime.fromisoformat(at.strip()).tzinfo is not None
+    return False
 
 
 class ExplainPage(Controller):
@@ -30,8 +43,9 @@ class ExplainPage(Controller):
         request: Request[Any, Any, Any],
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
-        at: Annotated[str, QueryParameter(max_length=100)] = "",
-        zone: Annotated[str, QueryParameter(max_length=20)] = "task",
+        # Bounded here only far out: a long value is refused beside its field below.
+        at: Annotated[str, QueryParameter(max_length=2000)] = "",
+        zone: Annotated[str, QueryParameter(max_length=2000)] = "task",
     ) -> Response[str]:
         task = await scheduling.get_task(ref)
         errors: dict[str, str] = {}
@@ -42,21 +56,30 @@ class ExplainPage(Controller):
                 raise InvalidRequest("zone", "must be task or utc")
             wall_zone = task.trigger.timezone if zone == "task" else "UTC"
             try:
-                asked = wall_instant("at", at, wall_zone)
+                if len(at) > MAX_AT:
+                    raise InvalidRequest("at", f"is longer than {MAX_AT} characters")
+                asked = wall_instant("at", at, wall_zone, out_of_range=EXPLAINABLE)
+                asked = asked.astimezone(UTC) if asked else None
+            except OverflowError:  # an offset that takes it past year 9999, or before 1
+                raise InvalidRequest("at", f"{EXPLAINABLE} (got {at.strip()!r})") from None
             except InvalidRequest as exc:  # say what was typed: the input may not show it
-                raise InvalidRequest("at", f"{exc.message} (got {at.strip()!r})") from None
+                typed = at.strip() if len(at) <= MAX_AT else at.strip()[:MAX_AT] + "…"
+                raise InvalidRequest("at", f"{exc.message} (got {typed!r})") from None
             asked = asked or datetime.now(UTC).replace(microsecond=0)  # as the API: now
             explanation = await scheduling.explain(task.id, asked)
         except InvalidRequest as exc:
             errors = {error.field: error.message for error in exc.errors}
+        shown_in_utc = not errors and _with_offset(at)
         return render(
             request,
             "explain.html",
             status_code=422 if errors else 200,
             task=task,
             zone=task.trigger.timezone,
-            at=at,
-            chosen_zone=zone,
+            # An instant with an offset is shown in UTC, with UTC chosen: asked again, it
+            # is the same instant (a wall time in the zone may come twice).
+            at=f"{asked:%Y-%m-%dT%H:%M:%S}" if shown_in_utc and asked else at,
+            chosen_zone="utc" if shown_in_utc else zone,
             asked=asked,
             explanation=explanation,
             errors=errors,

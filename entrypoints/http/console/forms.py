@@ -17,13 +17,16 @@ def form_instant(field: str, text: str) -> datetime | None:
     return wall_instant(field, text, "UTC")
 
 
-def wall_instant(field: str, text: str, zone: str) -> datetime | None:
+def wall_instant(
+    field: str, text: str, zone: str, out_of_range: str = "is outside the years 1 to 9999 in UTC"
+) -> datetime | None:
     """A time from a form, read as a wall time in `zone` when it has no offset (None for
     an empty field). Python's rule (fold 0) settles the wall times a DST change makes
     odd: one that repeats is its first, one the clocks skip keeps the offset before the
     skip (02:30 on the morning the clocks go from 02:00 to 03:00 is 03:30); the explain
     page shows the instant it read, in the zone and in UTC. An instant with an offset
-    keeps it."""
+    keeps it. `out_of_range`: the words for a wall time whose instant is past year 9999
+    or before year 1."""
     if not text.strip():
         return None
     try:
@@ -37,7 +40,7 @@ def wall_instant(field: str, text: str, zone: str) -> datetime | None:
     try:
         return value.replace(tzinfo=ZoneInfo(zone)).astimezone(timezone.utc)
     except OverflowError:  # the first or last hours of year 1 or 9999, read in UTC
-        raise InvalidRequest(field, "is outside the years 1 to 9999 in UTC") from None
+        raise InvalidRequest(field, out_of_range) from None
 
 
 def backfill_request(

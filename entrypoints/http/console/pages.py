@@ -75,7 +75,7 @@ class ConsolePages(Controller):
         # (`state` is a name Litestar keeps for itself), not the form's `state`.
         task_state: Annotated[str, QueryParameter(name="state", max_length=20)] = "",
         cursor: Annotated[str | None, QueryParameter(max_length=2000)] = None,
-        done: Annotated[str | None, QueryParameter(max_length=40)] = None,
+        deleted: Text = "",
     ) -> Response[str]:
         rows: list[TaskRow] = []
         next_cursor = None
@@ -102,7 +102,7 @@ class ConsolePages(Controller):
             paged=cursor is not None,
             now=_now(),
             live=not errors,
-            done=DELETED_MESSAGE if done == "deleted" else None,
+            done=await _deleted_message(scheduling, deleted),
         )
 
     @get("/tasks/{ref:str}", name="console:task", include_in_schema=False)
@@ -332,8 +332,21 @@ DONE_MESSAGES = {
     "saved": "Saved: the task runs by its new definition from now on.",
     "unchanged": "Nothing to save: the definition was the task's own.",
 }
-# The tasks page after a delete (`?done=deleted`).
-DELETED_MESSAGE = "Deleted: the task will not fire again; its runs stay on the runs page."
+# What a task made paused says (`?done=created`).
+CREATED_PAUSED_MESSAGE = "Created, paused: the task fires once it is resumed."
+
+
+async def _deleted_message(scheduling: SchedulingService, name: str) -> str | None:
+    """The tasks page after a delete (`?deleted=<name>`), while no task has that name."""
+    if not name:
+        return None
+    try:
+        await scheduling.get_task(name)
+    except TaskNotFound:
+        return f"Deleted {name}: it will not fire again; its runs stay on the runs page."
+    return None
+
+
 # The cancel once the run has ended: what was requested is done.
 CANCELLED_MESSAGE = "Cancelled: the run was stopped and is recorded cancelled."
 
@@ -349,6 +362,8 @@ def done_message(
     link kept or shared after someone resumed the task must not say it is paused."""
     if done == "cancel-requested" and cancelled:
         return CANCELLED_MESSAGE
+    if done == "created" and paused:
+        return CREATED_PAUSED_MESSAGE
     holds = {
         "paused": paused is True,
         "resumed": paused is False,
