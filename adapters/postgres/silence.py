@@ -30,7 +30,15 @@ from typing import Any
 from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
+from domain.errors import StoreUnavailable
+
 log = logging.getLogger(__name__)
+
+
+class DatabaseSilent(StoreUnavailable):
+    """A read whose connection was shut for waiting past the answer limit: the database
+    takes packets but answers nothing, and asking again soon would wait as long."""
+
 
 DEFAULT_ANSWER_LIMIT = 30.0  # seconds; SCHEDULER_DATABASE_ANSWER_TIMEOUT
 

@@ -20,7 +20,7 @@ from adapters.postgres.events import PostgresOutbox
 from adapters.postgres.pool import live_connection, pipelined_transaction
 from adapters.postgres.queueing import Queues
 from adapters.postgres.rows import to_run
-from adapters.postgres.silence import was_cut
+from adapters.postgres.silence import DatabaseSilent, was_cut
 from domain.calendars import StoredCalendar
 from domain.errors import StoreUnavailable
 from domain.events import EventRules
@@ -86,7 +86,7 @@ class PostgresStoreBase:
                     return await cur.fetchall()
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if conn is not None and was_cut(conn):  # silent: another would be too
-                    raise StoreUnavailable("the database did not answer") from exc
+                    raise DatabaseSilent("the database did not answer") from exc
                 if attempt < attempts and conn is not None and conn.closed:
                     log.info("retrying a read on a new connection: %s", exc)
                     continue
@@ -106,6 +106,8 @@ class PostgresStoreBase:
             await asyncio.sleep(pause)
             try:
                 rows = await self._read(self._q["get_runs"], {"ids": run_ids})
+            except DatabaseSilent:  # it waited out the answer limit: asking again would too
+                return found
             except StoreUnavailable:
                 continue
             found = {run.id: run for run in map(to_run, rows)}
