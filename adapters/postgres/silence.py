@@ -27,6 +27,7 @@ import socket
 import weakref
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection, pq
 from psycopg_pool import AsyncConnectionPool
 
@@ -140,10 +141,18 @@ def _shut(conn: AsyncConnection[Any], waited: float) -> None:
         " and what waited on it fails as on a lost connection",
         waited,
     )
+    shut_socket(conn)
+
+
+def shut_socket(conn: AsyncConnection[Any]) -> None:
+    """End `conn` at once, without a word to the server (which may answer none): what
+    waits on it, or waits next, fails as on a lost connection."""
+    if conn.closed:
+        return
     try:
         # On a duplicate of the descriptor: shutting the socket ends the connection for
         # both, and closing the duplicate leaves libpq's own descriptor to libpq.
         with socket.socket(fileno=os.dup(conn.pgconn.socket)) as duplicate:
             duplicate.shutdown(socket.SHUT_RDWR)
-    except (OSError, ValueError) as exc:  # already gone, or no socket left to shut
-        log.info("shutting a silent connection: %s", exc)
+    except (OSError, ValueError, psycopg.OperationalError) as exc:  # no socket left to shut
+        log.info("shutting a connection: %s", exc)

@@ -18,6 +18,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 
 from adapters.postgres.liveness import with_liveness
+from adapters.postgres.silence import shut_socket
 from adapters.postgres.store import channels
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class PostgresWaker:
         self._event = asyncio.Event()
         self._listening = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
+        self._listening_on: AsyncConnection[Any] | None = None
         self._sender: AsyncConnection[Any] | None = None
         self._send_lock = asyncio.Lock()
         self.listening_pid: int | None = None
@@ -81,6 +83,10 @@ class PostgresWaker:
 
     async def close(self) -> None:
         listener, self._listener = self._listener, None
+        if self._listening_on is not None:
+            # Shut, not cancelled: psycopg's cancel of a statement out (the keepalive's
+            # probe) waits on a database that may answer nothing (docs/adr/0018).
+            shut_socket(self._listening_on)
         if listener is not None:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -105,6 +111,7 @@ class PostgresWaker:
                     for channel in self._channels:
                         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     self.listening_pid = conn.info.backend_pid
+                    self._listening_on = conn
                     self._listening.set()
                     if reconnecting:
                         log.info("the waker listens again")
@@ -115,6 +122,7 @@ class PostgresWaker:
                 log.warning("the waker lost its connection (%s); retrying in %.1f s", exc, delay)
             finally:
                 self.listening_pid = None
+                self._listening_on = None
                 self._listening.clear()
             reconnecting = True
             await asyncio.sleep(delay)
@@ -129,8 +137,13 @@ class PostgresWaker:
             # Sleep on the socket itself: psycopg's own wait for notifications wakes
             # every 0.1 s to look, which an idle replica paid ten times a second.
             if not await _readable(loop, conn.pgconn.socket, self._keepalive):
-                # Quiet for a while: prove the connection is alive (a dead peer raises).
-                await conn.execute("SELECT 1", prepare=False)
+                # Quiet for a while: prove the connection is alive (a dead peer raises;
+                # one that answers nothing is shut after the probe's limit).
+                probe_limit = loop.call_later(self._keepalive, shut_socket, conn)
+                try:
+                    await conn.execute("SELECT 1", prepare=False)
+                finally:
+                    probe_limit.cancel()
 
 
 async def _readable(loop: asyncio.AbstractEventLoop, fd: int, seconds: float) -> bool:

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from adapters.postgres import PostgresTaskStore, PostgresWaker
+from bench.soak_proxy import FaultyProxy
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import WAIT, eventually
@@ -126,3 +127,24 @@ async def test_a_quiet_listen_connection_is_proven_alive_and_still_wakes(
         assert waker.listening_pid == pid  # the same connection, never dropped
     finally:
         await waker.close()
+
+
+async def test_a_waker_closes_at_once_while_its_probe_waits_on_a_silent_database(
+    postgres_proxy: tuple[FaultyProxy, str], postgres_backend: PostgresBackend
+) -> None:
+    # A stop must not wait on a database that answers nothing (docs/adr/0018): the
+    # LISTEN connection's keepalive probe is out, and psycopg's own cancel of it would
+    # wait for the silent side.
+    proxy, url = postgres_proxy
+    waker = PostgresWaker(url, postgres_backend.schema, keepalive=0.2)
+    await waker.start()
+    assert waker.listening_pid is not None
+    proxy.hold()
+    try:
+        await asyncio.sleep(0.6)  # the next probe goes out, and waits
+        closing = asyncio.create_task(waker.close())
+        done, _ = await asyncio.wait({closing}, timeout=3)
+        assert closing in done, "closing the waker waited on the silent database"
+    finally:
+        proxy.release()
+        await closing
