@@ -141,9 +141,10 @@ async def test_a_read_only_token_may_ask(guarded: Client) -> None:
     assert _verdict(answer.text)[0] == "not scheduled"  # the task did not exist then
 
 
-async def test_an_unknown_task_is_a_404_page(open_console: Client) -> None:
+async def test_an_unknown_task_is_a_404_page_naming_it(open_console: Client) -> None:
     answer = await open_console.get("/ui/tasks/nosuch/explain")
-    assert answer.status_code == 404
+    # The use case's words, not routing's bare "Not Found": the page asked the store.
+    assert answer.status_code == 404 and "no task with id or name &#39;nosuch&#39;" in answer.text
 
 
 # -- in a real browser, against `serve` on PostgreSQL ---------------------------------------

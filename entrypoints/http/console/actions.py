@@ -33,7 +33,7 @@ from entrypoints.http.console.access import (
     return_path,
     session_cookie,
 )
-from entrypoints.http.console.forms import backfill_request
+from entrypoints.http.console.forms import backfill_request, form_text
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
 
@@ -103,9 +103,9 @@ class ConsoleActions(Controller):
         run shows the occurrences it would run; a real one shows its runs."""
         form = await request.form()
         values = {
-            "start": _text(form.get("start")),
-            "end": _text(form.get("end")),
-            "overlap": _text(form.get("overlap")),
+            "start": form_text(form.get("start")),
+            "end": form_text(form.get("end")),
+            "overlap": form_text(form.get("overlap")),
             "only_missing": form.get("only_missing") == "on",
             "dry_run": form.get("dry_run") == "on",
         }
@@ -240,11 +240,6 @@ class ConsoleLogin(Controller):
         redirect = Redirect(back or "/ui/", status_code=303)
         redirect.set_cookie(session_cookie(request, token))
         return redirect
-
-
-def _text(value: Any) -> str:
-    """A form field as text ('' for a missing one, or a file)."""
-    return value if isinstance(value, str) else ""
 
 
 def _login_page(

@@ -28,6 +28,7 @@ from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import MAX_NESTING, refuse_nul, strictly
 from entrypoints.http.console.access import current_session
+from entrypoints.http.console.forms import form_text
 from entrypoints.http.console.history import without_literal_credentials
 from entrypoints.http.console.rendering import render
 
@@ -52,6 +53,14 @@ def _writer_only(request: Request[Any, Any, Any]) -> None:
     """A form only a token that may change tasks can send is not shown to another."""
     if not current_session(request).can_change:
         raise PermissionDeniedException(detail="this token is read-only")
+
+
+async def _writable(
+    request: Request[Any, Any, Any], scheduling: SchedulingService, ref: str
+) -> Task:
+    """The task a form of the editor is for, to a token that may change it."""
+    _writer_only(request)
+    return await scheduling.get_task(ref)
 
 
 def read_definition(text: str) -> dict[str, Any]:
@@ -90,8 +99,7 @@ class TaskEditorForms(Controller):
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
     ) -> Response[str]:
-        _writer_only(request)
-        task = await scheduling.get_task(ref)
+        task = await _writable(request, scheduling, ref)
         return _form(request, task, task.version, definition_text(_fields(task)), [])
 
     @get("/tasks/{ref:str}/delete", name="console:delete-form", include_in_schema=False)
@@ -101,8 +109,7 @@ class TaskEditorForms(Controller):
         ref: FromPath[str],
         scheduling: NamedDependency[SchedulingService],
     ) -> Response[str]:
-        _writer_only(request)
-        task = await scheduling.get_task(ref)
+        task = await _writable(request, scheduling, ref)
         return render(request, "delete.html", task=task, ref=ref, error=None, live=False)
 
 
@@ -120,7 +127,7 @@ class TaskEditing(Controller):
     async def create(
         self, request: Request[Any, Any, Any], scheduling: NamedDependency[SchedulingService]
     ) -> Response[Any]:
-        text = _text((await request.form()).get("definition"))
+        text = form_text((await request.form()).get("definition"))
         try:
             spec = _spec(read_definition(text))
             task = await scheduling.create_task(spec, actor=actor_of(request))
@@ -147,9 +154,9 @@ class TaskEditing(Controller):
         defaults, as `PUT /tasks/{name}`), only while the task the form was made for
         is still the one of this name, at the version the form was made from."""
         form = await request.form()
-        text = _text(form.get("definition"))
-        made_for = _text(form.get("task_id"))
-        sent = _text(form.get("version"))
+        text = form_text(form.get("definition"))
+        made_for = form_text(form.get("task_id"))
+        sent = form_text(form.get("version"))
         # A refused form keeps the task and version it was made from: sent again, it
         # still cannot overwrite a change made meanwhile, nor another task of the name.
         kept = int(sent) if sent.isdigit() else None
@@ -193,7 +200,7 @@ class TaskEditing(Controller):
         """Delete the task the confirmation was made for (by its id), only while it is
         at the version the confirmation showed."""
         form = await request.form()
-        made_for, sent = _text(form.get("task_id")), _text(form.get("version"))
+        made_for, sent = form_text(form.get("task_id")), form_text(form.get("version"))
         try:
             task_id = UUID(made_for)
             if not sent.isdigit():
@@ -267,7 +274,3 @@ def _form(
         max_definition=MAX_DEFINITION,
         live=False,
     )
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""

@@ -12,6 +12,11 @@ from domain.errors import InvalidRequest
 from domain.validation import FieldError
 
 
+def form_text(value: Any) -> str:
+    """A form field as text ('' for a missing one, or a file)."""
+    return value if isinstance(value, str) else ""
+
+
 def form_instant(field: str, text: str) -> datetime | None:
     """A time from a form: ISO 8601; without an offset it is UTC (the forms say so)."""
     return wall_instant(field, text, "UTC")

@@ -322,20 +322,6 @@ async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID
     return {task.id: task for task in found if task is not None}
 
 
-# What the task page says after an action redirected to it (`?done=`): fixed words,
-# so nothing a link carries is shown.
-DONE_MESSAGES = {
-    "paused": "Paused: the task will not fire until it is resumed.",
-    "resumed": "Resumed: the task fires at its next time.",
-    "cancel-requested": "Cancel requested: the run stops shortly and is recorded cancelled.",
-    "created": "Created: the task fires at its next time.",
-    "saved": "Saved: the task runs by its new definition from now on.",
-    "unchanged": "Nothing to save: the definition was the task's own.",
-}
-# What a task made paused says (`?done=created`).
-CREATED_PAUSED_MESSAGE = "Created, paused: the task fires once it is resumed."
-
-
 async def _deleted_message(scheduling: SchedulingService, name: str) -> str | None:
     """The tasks page after a delete (`?deleted=<name>`), while no task has that name."""
     if not name:
@@ -347,10 +333,6 @@ async def _deleted_message(scheduling: SchedulingService, name: str) -> str | No
     return None
 
 
-# The cancel once the run has ended: what was requested is done.
-CANCELLED_MESSAGE = "Cancelled: the run was stopped and is recorded cancelled."
-
-
 def done_message(
     done: str | None,
     *,
@@ -358,16 +340,25 @@ def done_message(
     cancelling: bool | None = None,
     cancelled: bool | None = None,
 ) -> str | None:
-    """The words for `?done=`, only while the page's state still agrees with them: a
-    link kept or shared after someone resumed the task must not say it is paused."""
-    if done == "cancel-requested" and cancelled:
-        return CANCELLED_MESSAGE
-    if done == "created" and paused:
-        return CREATED_PAUSED_MESSAGE
-    holds = {
-        "paused": paused is True,
-        "resumed": paused is False,
-        "cancel-requested": cancelling,
-        **dict.fromkeys(("created", "saved", "unchanged"), True),
+    """The words for `?done=` (fixed words: nothing a link carries is shown), only
+    while the page's state still agrees with them: a link kept or shared after someone
+    resumed the task must not say it is paused."""
+    words: dict[str, str | None] = {
+        "paused": "Paused: the task will not fire until it is resumed." if paused else None,
+        "resumed": "Resumed: the task fires at its next time." if paused is False else None,
+        "cancel-requested": (
+            "Cancelled: the run was stopped and is recorded cancelled."
+            if cancelled
+            else "Cancel requested: the run stops shortly and is recorded cancelled."
+            if cancelling
+            else None
+        ),
+        "created": (
+            "Created, paused: the task fires once it is resumed."
+            if paused
+            else "Created: the task fires at its next time."
+        ),
+        "saved": "Saved: the task runs by its new definition from now on.",
+        "unchanged": "Nothing to save: the definition was the task's own.",
     }
-    return DONE_MESSAGES.get(done or "") if holds.get(done or "") else None
+    return words.get(done or "")
