@@ -50,6 +50,7 @@ from adapters.http.requests import (
     timeouts,
 )
 from adapters.http.settings import HttpExecutorSettings
+from adapters.http.signing import signature_secrets
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
 from application.ports import CallProgress, Clock, RenderedRequest
@@ -273,14 +274,14 @@ class HttpExecutor:
                 else:
                     headers = call_headers(request.headers, credentials.headers, authorization)
                     built = build_request(client, request, headers, timeout, self._sign())
+                    signature = built.headers.get("webhook-signature")
+                    secrets = credentials.secrets + signature_secrets(signature)
                     if built.url.userinfo:
                         # httpx turns a URL's user:password into Basic auth: its own path.
-                        answer = await send_through_client(
-                            client, built, limit, credentials.secrets
-                        )
+                        answer = await send_through_client(client, built, limit, secrets)
                     else:
                         exchanged = await self._transport.exchange(built)
-                        answer = await read_answer(exchanged, built, limit, credentials.secrets)
+                        answer = await read_answer(exchanged, built, limit, secrets)
         except TokenError as exc:
             return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
         except Exception as exc:
@@ -318,7 +319,8 @@ class HttpExecutor:
         make = functools.partial(cached.wire, calls, content, signed)
         assert self._transport is not None
         exchanged = await self._transport.exchange_wire(cached.key, make, timeouts(seconds))
-        return await read_answer(exchanged, None, limit, credentials.secrets)
+        secrets = credentials.secrets + signature_secrets(dict(signed).get(b"webhook-signature"))
+        return await read_answer(exchanged, None, limit, secrets)
 
     async def _authorization(self, credentials: Credentials, timeout_seconds: float) -> str | None:
         if credentials.header is not None:

@@ -73,3 +73,14 @@ class Signer:
             (b"webhook-timestamp", str(timestamp).encode()),
             (b"webhook-signature", signatures.encode()),
         ]
+
+
+def signature_secrets(value: bytes | str | None) -> list[str]:
+    """What of a `webhook-signature` value a target's answer must not echo into a run:
+    the whole value and each signature in it. Anyone who reads it could replay the call
+    while its timestamp is fresh, as a dry run's `***` says (docs/api.md, "Signed
+    calls")."""
+    if not value:
+        return []
+    text = value.decode() if isinstance(value, bytes) else value
+    return [text, *(part.partition(",")[2] for part in text.split(" ") if "," in part)]

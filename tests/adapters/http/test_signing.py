@@ -108,6 +108,28 @@ async def test_every_attempt_has_the_same_id_and_a_signature_of_its_own(
         assert verify(OLD, attempt) == {"n": 1}
 
 
+@pytest.mark.parametrize("template", [False, True], ids=["plain", "template"])
+async def test_a_signature_the_target_echoes_is_not_kept_in_the_run(
+    make_executor: MakeExecutor, recording_target: RecordingTarget, template: bool
+) -> None:
+    # Whoever may read runs (a read-only token, an event's receiver) could otherwise
+    # replay the call while its timestamp is fresh: a dry run shows "***" for the same
+    # reason. Plain targets send a cached head, templated ones a request of their own.
+    recording_target.respond("/", Response(500, echo=True))
+    executor = signed_executor(make_executor, f"{OLD} {NEW}")
+    task = http_task(recording_target.url("/"), template=template, body={"n": 1})
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    sent = recording_target.received()[0].header("webhook-signature") or ""
+    signatures = [part.removeprefix("v1,") for part in sent.split(" ")]
+    assert len(signatures) == 2
+    assert outcome.response_excerpt is not None
+    assert "webhook-signature: ***" in outcome.response_excerpt.lower()
+    assert not any(signature in outcome.response_excerpt for signature in signatures)
+    assert outcome.response_excerpt.count("webhook-id") == 1  # the rest is as sent
+
+
 async def test_without_a_secret_nothing_is_signed(
     executor: HttpExecutor, recording_target: RecordingTarget
 ) -> None:
