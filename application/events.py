@@ -30,7 +30,14 @@ from typing import Any, Protocol
 
 from application.bounds import check_limit
 from application.event_flight import Flight
-from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
+from application.pagination import (
+    Page,
+    instant_key,
+    page_of,
+    read_cursor,
+    read_instant_key,
+    same_filters,
+)
 from application.ports import Clock, EventPageKey, EventStore
 from domain.errors import StoreUnavailable
 from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
@@ -335,7 +342,9 @@ class EventListing:
         check_limit(limit)
         after = None
         if cursor is not None:
-            status, after = read_cursor(cursor, "events", _read_event_cursor)
+            carried, after = read_cursor(cursor, "events", _read_event_cursor)
+            same_filters({"status": status}, {"status": carried})
+            status = carried
         events = await self._store.list_events(status, after, limit + 1)
         listed = status.value if status else None
         return page_of(

@@ -115,6 +115,30 @@ def read_cursor(cursor: str, listing: str, read: Callable[[dict[str, Any]], R]) 
         raise InvalidRequest("cursor", f"is not a cursor of {listing}") from None
 
 
+def same_filters(sent: dict[str, Any], carried: dict[str, Any]) -> None:
+    """Refuse a filter sent beside a cursor that is not the one the cursor carries (each
+    by its query parameter's name; None: not sent), rather than list by the cursor's
+    while the caller believes it asked for another. Raises InvalidRequest naming it."""
+    for name, value in sent.items():
+        if value is not None and value != carried[name]:
+            raise InvalidRequest(
+                name,
+                f"is {_shown(value)} but the cursor was issued for {_shown(carried[name])}: "
+                "a cursor carries the filters of its first page; send it with the same "
+                "filters or none, or leave `cursor` out to list with new ones",
+            )
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "no filter"
+    if isinstance(value, datetime):
+        return repr(value.isoformat())
+    if isinstance(value, UUID):
+        return repr(str(value))
+    return repr(getattr(value, "value", value))
+
+
 def instant_key(instant: datetime, item_id: UUID) -> list[str]:
     """A keyset position (instant, id) as a cursor carries it."""
     return [instant.isoformat(), str(item_id)]

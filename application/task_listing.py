@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from application.pagination import Page, instant_key, page_of, read_cursor, read_instant_key
+from application.pagination import (
+    Page,
+    instant_key,
+    page_of,
+    read_cursor,
+    read_instant_key,
+    same_filters,
+)
 from application.ports import TaskFilter, TaskPageKey, TaskStore
 from domain.tasks import Task
 
@@ -20,7 +27,9 @@ async def list_tasks(
     Raises InvalidRequest("cursor") for a cursor this list did not issue, or edited."""
     after = None
     if cursor is not None:
-        task_filter, after = read_cursor(cursor, TASKS, _read)
+        carried, after = read_cursor(cursor, TASKS, _read)
+        same_filters(_by_parameter(task_filter), _by_parameter(carried))
+        task_filter = carried
     tasks = await store.list_tasks(task_filter, after, limit + 1)
     filters = {
         "enabled": task_filter.enabled,
@@ -33,6 +42,11 @@ async def list_tasks(
         TASKS,
         lambda last: {"filter": filters, "key": instant_key(last.created_at, last.id)},
     )
+
+
+def _by_parameter(task_filter: TaskFilter) -> dict[str, Any]:
+    """The filters by the query parameters of `GET /tasks`."""
+    return {"enabled": task_filter.enabled, "tag": task_filter.tag, "name": task_filter.name_prefix}
 
 
 def _read(payload: dict[str, Any]) -> tuple[TaskFilter, TaskPageKey]:

@@ -204,6 +204,13 @@ async def test_the_event_listing_pages_with_a_cursor_and_refuses_a_bad_one(
     bad = await signed_client.get("/events", params={"cursor": "not-a-cursor"})
     assert bad.status_code == 422
     assert [e["field"] for e in bad.json()["errors"]] == ["cursor"]
+    # The cursor carries the listing's status: the same one may be sent beside it, not
+    # another one, which would list by the cursor's while the caller believes otherwise.
+    cursor = first["next_cursor"]
+    pending = await signed_client.get("/events", params={"cursor": cursor, "status": "pending"})
+    assert pending.status_code == 422
+    assert [e["field"] for e in pending.json()["errors"]] == ["status"]
+    assert "'pending' but the cursor was issued for no filter" in pending.text
     wrong = await signed_client.get("/events", params={"status": "lost"})
     assert wrong.status_code in (400, 422)
 
