@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,15 @@ from entrypoints.container import build_container
 from entrypoints.http.app import create_app
 from tests.entrypoints.helpers import make_settings
 from tests.fixtures.postgres import drop_schema
+
+
+@pytest.fixture
+def no_scheduler_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI and the settings read SCHEDULER_*: the environment running the tests must
+    not leak in (`pytestmark = pytest.mark.usefixtures("no_scheduler_environment")`)."""
+    for name in list(os.environ):
+        if name.startswith("SCHEDULER_"):
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture

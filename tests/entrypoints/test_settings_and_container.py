@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from adapters.memory import InMemoryTaskStore, InMemoryWaker
@@ -14,12 +12,7 @@ from entrypoints.container import build_container
 from entrypoints.settings import Access, ConfigurationError, load_settings
 from tests.entrypoints.helpers import make_settings
 
-
-@pytest.fixture(autouse=True)
-def no_scheduler_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("SCHEDULER_"):
-            monkeypatch.delenv(name)
+pytestmark = pytest.mark.usefixtures("no_scheduler_environment")
 
 
 def test_defaults_follow_api_md() -> None:
