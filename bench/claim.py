@@ -55,6 +55,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from bench.claim_limits import floor_claim_all, raw_claim_all
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import HttpTarget
 from domain.triggers import IntervalTrigger
@@ -118,85 +119,6 @@ async def claim_all(
         await pool.close()
 
 
-# The raw claim: the one statement every claim is built on (lock a batch of due tasks,
-# earliest first, skipping locked rows, and advance them), with no run, lease or Python
-# rule. Its rate is this machine's limit for the claim path.
-RAW_CLAIM = """
-WITH due AS (
-    SELECT id FROM {}.tasks WHERE enabled AND next_run_at <= %(now)s
-    ORDER BY next_run_at, id LIMIT %(limit)s FOR NO KEY UPDATE SKIP LOCKED
-)
-UPDATE {}.tasks AS t SET next_run_at = t.next_run_at + interval '1 hour'
-FROM due WHERE t.id = due.id
-"""
-
-
-async def raw_claim_all(url: str, schema: str, batch: int, start: Barrier) -> tuple[int, float]:
-    query = sql.SQL(RAW_CLAIM).format(sql.Identifier(schema), sql.Identifier(schema))
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        start.wait()
-        claimed = 0
-        cpu = time.process_time()
-        while (cur := await conn.execute(query, {"now": NOW, "limit": batch})).rowcount:
-            claimed += cur.rowcount
-        return claimed, time.process_time() - cpu
-
-
-# The floor of the whole claim path: the writes `claim_due` makes for a batch (lock the
-# due tasks, take each one's lease lock and count its leases, advance it, insert a run
-# and its lease, return the runs), in one statement with every value computed by
-# PostgreSQL: no Python per occurrence at all, and one round trip. The claim path can
-# come near this, never past it; a goal above it is above this machine.
-FLOOR_CLAIM = """
-WITH due AS (
-    SELECT id, next_fire_at FROM {schema}.tasks WHERE enabled AND next_run_at <= %(now)s
-    ORDER BY next_run_at, id LIMIT %(limit)s FOR NO KEY UPDATE SKIP LOCKED
-), locked AS MATERIALIZED (
-    SELECT id, next_fire_at, pg_advisory_xact_lock(hashtextextended(id::text, 0)) AS lock
-    FROM due ORDER BY id
-), counted AS MATERIALIZED (
-    SELECT k.id, k.next_fire_at, (
-        SELECT count(*) FROM {schema}.run_leases AS l
-        WHERE l.task_id = k.id AND l.expires_at > %(now)s
-    ) AS leases
-    FROM locked AS k
-), advanced AS (
-    UPDATE {schema}.tasks AS t SET
-        next_fire_at = c.next_fire_at + interval '1 hour',
-        next_run_at = c.next_fire_at + interval '1 hour',
-        last_run_at = c.next_fire_at
-    FROM counted AS c WHERE t.id = c.id
-), recorded AS (
-    INSERT INTO {schema}.runs (
-        id, task_id, scheduled_for, coalesced, claimed_at, started_at, finished_at,
-        lease_expires_at, status, error, manual, attempts, replica
-    )
-    SELECT gen_random_uuid(), c.id, c.next_fire_at, 1, %(now)s, %(now)s, NULL,
-        %(now)s::timestamptz + interval '1 minute', 'running', NULL, false, 0, %(replica)s
-    FROM counted AS c WHERE c.leases < 1
-    RETURNING id, task_id, scheduled_for, lease_expires_at, replica
-), leased AS (
-    INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
-    SELECT id, task_id, lease_expires_at, replica FROM recorded
-)
-SELECT id, task_id, scheduled_for FROM recorded
-"""
-
-
-async def floor_claim_all(
-    url: str, schema: str, batch: int, replica: str, start: Barrier
-) -> tuple[int, float]:
-    query = sql.SQL(FLOOR_CLAIM).format(schema=sql.Identifier(schema))
-    params = {"now": NOW, "limit": batch, "replica": replica}
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        start.wait()
-        claimed = 0
-        cpu = time.process_time()
-        while runs := await (await conn.execute(query, params, binary=True)).fetchall():
-            claimed += len(runs)
-        return claimed, time.process_time() - cpu
-
-
 def claimer(
     url: str,
     schema: str,
@@ -207,9 +129,9 @@ def claimer(
     default_gc: bool,
 ) -> None:
     if replica.startswith("raw"):
-        claimed, cpu = asyncio.run(raw_claim_all(url, schema, batch, start))
+        claimed, cpu = asyncio.run(raw_claim_all(url, schema, NOW, batch, start))
     elif replica.startswith("floor"):
-        claimed, cpu = asyncio.run(floor_claim_all(url, schema, batch, replica, start))
+        claimed, cpu = asyncio.run(floor_claim_all(url, schema, NOW, batch, replica, start))
     else:
         claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start, default_gc))
     out.put((claimed, time.perf_counter(), cpu))
