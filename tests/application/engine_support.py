@@ -20,6 +20,7 @@ from application.ports import CallProgress, Freed
 from domain.errors import StoreUnavailable
 from domain.runs import ClaimedRun, Run, RunOutcome
 from domain.tasks import Task
+from tests.fixtures.waiting import eventually
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -147,6 +148,24 @@ def settings(**overrides: Any) -> EngineSettings:
         "drain_timeout": 2.0,
     }
     return EngineSettings(**(base | overrides))
+
+
+async def call_held(
+    store: InMemoryTaskStore, clock: FakeClock, engines: list[TriggerLoop], task: Task
+) -> tuple[GatedExecutor, TriggerLoop, Run]:
+    """An engine started on `store` whose call of `task` is under way and held (open
+    `executor.gate` to let it answer), with that call's run."""
+    executor = GatedExecutor()
+    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
+    engines.append(engine)
+    await engine.start()
+
+    async def calling() -> bool:
+        return executor.running == 1
+
+    await eventually(calling, "the call")
+    [run] = await store.list_runs(task.id, None, None, 10)
+    return executor, engine, run
 
 
 async def finished_runs(store: InMemoryTaskStore, task: Task) -> list[Run]:

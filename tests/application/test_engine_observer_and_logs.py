@@ -18,8 +18,8 @@ from domain.triggers import CronTrigger, IntervalTrigger
 from tests.application.engine_support import (
     T0,
     BrokenExecutor,
-    GatedExecutor,
     RecordingObserver,
+    call_held,
     finished_runs,
     settings,
 )
@@ -112,16 +112,7 @@ async def test_an_outcome_that_could_not_be_recorded_is_not_logged_as_the_runs(
     # engine's, and the log must not say the run succeeded.
     caplog.set_level(logging.INFO, logger="scheduler.engine")
     task = await store.create_task(make_task())
-    executor = GatedExecutor()
-    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
-    engines.append(engine)
-    await engine.start()
-
-    async def calling() -> bool:
-        return executor.running == 1
-
-    await eventually(calling, "the call")
-    [run] = await store.list_runs(task.id, None, None, 10)
+    executor, _, run = await call_held(store, clock, engines, task)
     assert run.lease_expires_at is not None
     clock.set(run.lease_expires_at + timedelta(seconds=1))
     executor.gate.set()
@@ -149,16 +140,7 @@ async def test_a_cancelled_run_is_logged_as_information_not_a_warning(
     # of WARNING keeps the failures, not every replaced or cancelled run.
     caplog.set_level(logging.INFO, logger="scheduler.engine")
     task = await store.create_task(make_task())
-    executor = GatedExecutor()
-    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
-    engines.append(engine)
-    await engine.start()
-
-    async def calling() -> bool:
-        return executor.running == 1
-
-    await eventually(calling, "the call")
-    [run] = await store.list_runs(task.id, None, None, 10)
+    _, _, run = await call_held(store, clock, engines, task)
     await store.request_cancel(run.id, "cancelled by a test")
 
     async def logged() -> list[logging.LogRecord]:

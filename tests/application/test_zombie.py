@@ -18,6 +18,7 @@ from domain.triggers import IntervalTrigger
 from tests.application.engine_support import (
     CountingStore,
     GatedExecutor,
+    call_held,
     finished_runs,
     settings,
 )
@@ -57,16 +58,7 @@ async def test_an_outcome_after_the_lease_is_not_recorded_and_never_overwrites(
     task = await store.create_task(
         make_task(IntervalTrigger(every=3600))
     )  # nothing else due meanwhile
-    executor = GatedExecutor()
-    engine = TriggerLoop(store, store.new_waker(), executor, clock, settings())
-    engines.append(engine)
-    await engine.start()
-
-    async def calling() -> bool:
-        return executor.running == 1
-
-    await eventually(calling, "the call")
-    [running] = await store.list_runs(task.id, None, None, 10)
+    executor, engine, running = await call_held(store, clock, engines, task)
     assert running.lease_expires_at is not None
     clock.set(running.lease_expires_at + timedelta(seconds=1))  # the process slept
     executor.gate.set()  # the target answers 2xx, too late
