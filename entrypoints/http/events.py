@@ -61,7 +61,8 @@ class EventController(Controller):
         operation_id="listEvents",
         summary="Events, newest first",
         description="Ordered by (`created_at`, `id`), newest first; every event appears "
-        "exactly once across pages. The cursor carries the status filter.",
+        "exactly once across pages. The cursor carries the status filter (another status "
+        "sent beside it is a 422).",
         responses=errors(422, mutation=False),
     )
     async def list_events(

@@ -73,7 +73,10 @@ class RunController(Controller):
             str | None,
             QueryParameter(
                 schema_extra=NON_EMPTY,
-                description="`next_cursor` of the previous page; it carries the filters.",
+                description=(
+                    "`next_cursor` of the previous page; it carries the filters (another filter "
+                    "sent beside it is a 422)."
+                ),
             ),
         ] = None,
     ) -> RunPage:
