@@ -47,7 +47,6 @@ from adapters.http.requests import (
     lenient_url,
     set_header,
     template_context,
-    timeouts,
 )
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.signing import signature_secrets
@@ -60,6 +59,10 @@ from domain.runs import Run, RunOutcome, RunStatus, idempotency_key
 from domain.tasks import HttpTarget, Notify, OAuth2ClientCredentials, Task
 
 _SECRET_HEADERS = (b"Authorization", b"Proxy-Authorization")
+
+
+# The per-step limits of a call the attempt's own limit covers (see `_send_cached`).
+_NO_STEP_LIMITS: dict[str, float] = {}
 
 
 class HttpExecutor:
@@ -268,9 +271,7 @@ class HttpExecutor:
                     calls = call_headers(request.own, credentials.headers, authorization)
                     head = self._heads.get(client.headers, request, calls)
                 if head is not None:
-                    answer = await self._send_cached(
-                        head, request, calls, timeout, limit, credentials
-                    )
+                    answer = await self._send_cached(head, request, calls, limit, credentials)
                 else:
                     headers = call_headers(request.headers, credentials.headers, authorization)
                     built = build_request(client, request, headers, timeout, self._sign())
@@ -308,7 +309,6 @@ class HttpExecutor:
         cached: CachedHead,
         request: PreparedRequest,
         calls: list[tuple[bytes, bytes]],
-        seconds: float,
         limit: int,
         credentials: Credentials,
     ) -> Answer:
@@ -318,7 +318,10 @@ class HttpExecutor:
         signed = [] if sign is None else sign(request.webhook_id, content)
         make = functools.partial(cached.wire, calls, content, signed)
         assert self._transport is not None
-        exchanged = await self._transport.exchange_wire(cached.key, make, timeouts(seconds))
+        # No limit per step: the attempt's own (`_attempt`) began before any of them and
+        # is as long, so it always ends first; a timer per read cost each call a
+        # timer handle and its place in the event loop's heap, and never fired.
+        exchanged = await self._transport.exchange_wire(cached.key, make, _NO_STEP_LIMITS)
         secrets = credentials.secrets + signature_secrets(dict(signed).get(b"webhook-signature"))
         return await read_answer(exchanged, None, limit, secrets)
 
