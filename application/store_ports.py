@@ -13,6 +13,7 @@ from application.store_values import (
     Freed,
     RunFilter,
     RunPageKey,
+    TaskDelete,
     TaskFilter,
     TaskPageKey,
     TaskUpdate,
@@ -121,14 +122,15 @@ class TaskStore(Protocol):
         self,
         created: Sequence[Task],
         updated: Sequence[TaskUpdate],
-        deleted: Sequence[UUID],
+        deleted: Sequence[TaskDelete],
         *,
         at: datetime,
         actor: str | None = None,
     ) -> None:
         """In one transaction, all or nothing: create each of `created` as `create_task`
         does, write each of `updated` as `update_task` does, delete each of `deleted` as
-        `delete_task` does (at `at`), with their history versions and one notification.
+        `delete_task` does with its `expected_version` (at `at`), with their history
+        versions and one notification.
         Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
         nothing, when any one of them would."""
         ...

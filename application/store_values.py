@@ -60,6 +60,16 @@ class TaskUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskDelete:
+    """One delete of `TaskStore.apply_tasks`: the task, only while at the version the
+    caller decided on (a change made since, even one that takes it out of a prune's
+    selector, must not be deleted unseen)."""
+
+    task_id: UUID
+    expected_version: int
+
+
+@dataclass(frozen=True, slots=True)
 class Freed:
     """What freeing slots did: the runs recorded (as `finish_runs` or
     `expire_lost_runs` return them) and the queued runs started in the freed slots,

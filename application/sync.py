@@ -11,14 +11,22 @@ re-applying the same file never re-anchors a schedule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
 
 from application.calendars import SchedulerStore, stored_calendars
 from application.contention import before_retry
-from application.ports import Clock, Executor, TaskFilter, TaskPageKey, TaskUpdate
+from application.ports import (
+    Clock,
+    Executor,
+    TaskDelete,
+    TaskFilter,
+    TaskPageKey,
+    TaskUpdate,
+)
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
@@ -122,11 +130,13 @@ class TaskSync:
         given). All or nothing: a bad spec raises InvalidRequest naming `tasks[i].field`
         and nothing is written. With `dry_run`, the same answer and nothing written."""
         seen: dict[str, int] = {}
+        refused = _Refusals()
         for i, spec in enumerate(specs):
             if spec.name in seen:
-                raise InvalidRequest(f"tasks[{i}].name", f"repeats tasks[{seen[spec.name]}].name")
+                refused.add(i, InvalidRequest("name", f"repeats tasks[{seen[spec.name]}].name"))
+                continue
             seen[spec.name] = i
-            with _prefixed(i):
+            with refused.of(i):
                 self._executor.check(spec.target, spec.notify)
         for attempt in count():
             now = truncate(self._clock.now())
@@ -139,8 +149,10 @@ class TaskSync:
             created: list[Task] = []
             updated: list[TaskUpdate] = []
             for i, spec in enumerate(specs):
+                if seen[spec.name] != i:  # a repeat, refused above
+                    continue
                 current = stored.get(spec.name)
-                with _prefixed(i):
+                with refused.of(i):
                     if current is None:
                         created.append(self._service.new_task(spec, now, calendars))
                         result.created.append(spec.name)
@@ -150,13 +162,14 @@ class TaskSync:
                         result.unchanged.append(spec.name)
                         continue
                     task, reschedule = self._service.planned(current, wanted, calendars)
-                updated.append(TaskUpdate(task, current.version, reschedule))
-                result.updated.append(spec.name)
+                    updated.append(TaskUpdate(task, current.version, reschedule))
+                    result.updated.append(spec.name)
+            refused.raise_any()
             deleted = []
             if prune:
                 for name, task in sorted(stored.items()):
                     if name not in seen and (selector_tag is None or selector_tag in task.tags):
-                        deleted.append(task.id)
+                        deleted.append(TaskDelete(task.id, task.version))
                         result.deleted.append(name)
             if dry_run:
                 return result
@@ -180,18 +193,29 @@ class TaskSync:
             after = TaskPageKey(page[-1].created_at, page[-1].id)
 
 
-class _prefixed:
-    """Re-raise an InvalidRequest about one spec with its fields under `tasks[i]`."""
+class _Refusals:
+    """The refusals of every spec of an apply, each field under `tasks[i]`, raised as
+    one InvalidRequest: a file with several bad tasks is told of all of them at once."""
 
-    def __init__(self, index: int) -> None:
-        self._prefix = f"tasks[{index}]"
+    def __init__(self) -> None:
+        self._errors: list[tuple[int, FieldError]] = []
 
-    def __enter__(self) -> None:
-        return None
+    def add(self, index: int, refused: InvalidRequest) -> None:
+        self._errors += [
+            (index, FieldError(f"tasks[{index}].{error.field}", error.message))
+            for error in refused.errors
+        ]
 
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, InvalidRequest):
-            exc.errors[:] = [
-                FieldError(f"{self._prefix}.{error.field}", error.message) for error in exc.errors
-            ]
-            exc.args = ("; ".join(f"{e.field}: {e.message}" for e in exc.errors),)
+    @contextmanager
+    def of(self, index: int) -> Iterator[None]:
+        """Keep what the block refuses about spec `index`, and go on to the next."""
+        try:
+            yield
+        except InvalidRequest as refused:
+            self.add(index, refused)
+
+    def raise_any(self) -> None:
+        if self._errors:  # in the order of the tasks, each one's in the order found
+            raise InvalidRequest.of(
+                [error for _, error in sorted(self._errors, key=lambda e: e[0])]
+            )

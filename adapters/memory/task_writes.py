@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase, copy_task
-from application.ports import TaskUpdate
+from application.ports import TaskDelete, TaskUpdate
 from domain.errors import (
     DuplicateTaskName,
     VersionConflict,
@@ -103,7 +103,7 @@ class TaskWrites(MemoryStoreBase):
         self,
         created: Sequence[Task],
         updated: Sequence[TaskUpdate],
-        deleted: Sequence[UUID],
+        deleted: Sequence[TaskDelete],
         *,
         at: datetime,
         actor: str | None = None,
@@ -111,8 +111,11 @@ class TaskWrites(MemoryStoreBase):
         async with self._lock:
             # Every check first, so that a failing one leaves everything as it was.
             names = dict(self._names)
-            for task_id in deleted:
-                del names[self._task(task_id).name]
+            for gone in deleted:
+                stored = self._task(gone.task_id)
+                if stored.version != gone.expected_version:
+                    raise VersionConflict(stored.id, gone.expected_version, stored.version)
+                del names[stored.name]
             for update in updated:
                 stored = self._task(update.task.id)
                 if stored.version != update.expected_version:
@@ -123,8 +126,8 @@ class TaskWrites(MemoryStoreBase):
                     raise DuplicateTaskName(task.name)
                 names[task.name] = task.id
                 self._check_calendar_named(task)
-            for task_id in deleted:
-                self._delete(task_id, at, actor)
+            for gone in deleted:
+                self._delete(gone.task_id, at, actor)
             for update in updated:
                 self._update(update.task, update.expected_version, update.reschedule, actor)
             for task in created:

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, NoReturn
 from uuid import UUID
 
 import psycopg
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from adapters.postgres.calendars import lock_named_calendars, name_calendars, unknown_calendar
 from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
 from adapters.postgres.transactions import PostgresStoreBase
-from application.ports import TaskUpdate
+from application.ports import TaskDelete, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from domain.overlap import DELETED, QueueDrop, dropped_queue
 from domain.replanning import calendar_name
@@ -105,7 +107,7 @@ class TaskWrites(PostgresStoreBase):
         self,
         created: Sequence[Task],
         updated: Sequence[TaskUpdate],
-        deleted: Sequence[UUID],
+        deleted: Sequence[TaskDelete],
         *,
         at: datetime,
         actor: str | None = None,
@@ -117,15 +119,20 @@ class TaskWrites(PostgresStoreBase):
                 await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
                 cur = conn.cursor(row_factory=dict_row)
                 if deleted:
-                    await self._queues.drop(conn, list(deleted), DELETED, at)
+                    await self._queues.drop(conn, [d.task_id for d in deleted], DELETED, at)
                     gone = [
-                        {"id": task_id, "at": at, "actor": actor, "expected_version": None}
-                        for task_id in deleted
+                        {
+                            "id": d.task_id,
+                            "at": at,
+                            "actor": actor,
+                            "expected_version": d.expected_version,
+                        }
+                        for d in deleted
                     ]
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
-                    for task_id in deleted:
-                        if await cur.fetchone() is None:
-                            raise TaskNotFound(task_id)
+                    for d in deleted:
+                        if await cur.fetchone() is None:  # gone, or changed since it was read
+                            await self._refuse_delete(conn, d)
                         cur.nextset()
                 if updated:
                     # One statement, as for the creates below.
@@ -162,6 +169,15 @@ class TaskWrites(PostgresStoreBase):
             raise DuplicateTaskName(names) from exc
         except psycopg.errors.ForeignKeyViolation as exc:
             raise unknown_calendar(exc) from exc
+
+    async def _refuse_delete(self, conn: AsyncConnection[Any], gone: TaskDelete) -> NoReturn:
+        """Raise what stopped the delete of `gone`: TaskNotFound, or VersionConflict."""
+        stored = conn.cursor(row_factory=dict_row)
+        await stored.execute(self._q["task_version"], {"id": gone.task_id})
+        found = await stored.fetchone()
+        if found is None:
+            raise TaskNotFound(gone.task_id)
+        raise VersionConflict(gone.task_id, gone.expected_version, found["version"])
 
 
 def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Exception:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from application.ports import TaskFilter, TaskStore, TaskUpdate
+from application.ports import TaskDelete, TaskFilter, TaskStore, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from tests.adapters.contract_support import MINUTE, T0
 from tests.fixtures.backends import Backend
@@ -29,7 +29,11 @@ async def test_apply_writes_everything_with_its_versions(store: TaskStore) -> No
         changing.model_copy(update={"description": "new", "updated_at": later}), 1, False
     )
     await store.apply_tasks(
-        [make_task(name="fresh")], [update], [doomed.id], at=later, actor="deploy"
+        [make_task(name="fresh")],
+        [update],
+        [TaskDelete(doomed.id, doomed.version)],
+        at=later,
+        actor="deploy",
     )
     assert await names(store) == {"changing", "fresh"}
     assert (await store.get_task(changing.id)).description == "new"
@@ -53,13 +57,17 @@ async def test_apply_is_all_or_nothing(store: TaskStore) -> None:
     other = await store.create_task(make_task(name="other"))
     stale = TaskUpdate(kept.model_copy(update={"description": "x"}), 7, False)
     with pytest.raises(VersionConflict):
-        await store.apply_tasks([make_task(name="a")], [stale], [other.id], at=T0)
+        await store.apply_tasks([make_task(name="a")], [stale], [TaskDelete(other.id, 1)], at=T0)
     with pytest.raises(DuplicateTaskName):
         await store.apply_tasks(
-            [make_task(name="b"), make_task(name="kept")], [], [other.id], at=T0
+            [make_task(name="b"), make_task(name="kept")], [], [TaskDelete(other.id, 1)], at=T0
         )
     with pytest.raises(TaskNotFound):
-        await store.apply_tasks([make_task(name="c")], [], [make_task().id], at=T0)
+        await store.apply_tasks([make_task(name="c")], [], [TaskDelete(make_task().id, 1)], at=T0)
+    # A delete at a version the task has left (a change made after the caller read
+    # it, which may have taken it out of a prune's selector): refused, nothing written.
+    with pytest.raises(VersionConflict):
+        await store.apply_tasks([make_task(name="d")], [], [TaskDelete(other.id, 2)], at=T0)
     assert await names(store) == {"kept", "other"}
     assert [v.version for v in await store.task_history(kept.id, None, 10)] == [1]
     assert [v.version for v in await store.task_history(other.id, None, 10)] == [1]

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from application.ports import TaskStore, TaskUpdate
+from application.ports import TaskDelete, TaskStore, TaskUpdate
 from domain.backfills import Backfill
 from domain.events import Event
 from domain.overlap import CANCELLED_BY_PAUSE
@@ -234,7 +234,8 @@ async def test_an_apply_that_pauses_one_task_and_deletes_another_writes_both(
     made = [await waiting_backfill(store, task) for task in (paused, deleted)]
     later = NOW + SECOND
     update = TaskUpdate(pausing(paused, later), paused.version, True)
-    await store.apply_tasks([], [update], [deleted.id], at=later)
+    gone = TaskDelete(deleted.id, (await store.get_task(deleted.id)).version)
+    await store.apply_tasks([], [update], [gone], at=later)
     events = await finished_events(store)
     assert sorted(told(e)["id"] for e in events) == sorted(str(m.backfill_id) for m in made)
     assert {e.task_id for e in events} == {paused.id, deleted.id}

@@ -164,6 +164,42 @@ async def test_apply_is_all_or_nothing(client: Client, recording_target: Recordi
     assert await names(client) == {"existing"}
 
 
+async def test_apply_names_every_refused_task_at_once(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    # Checks made after the specs parse (the outbound guard, a one-shot already past,
+    # a calendar that is not stored, a repeated name) named only the first task they
+    # refused: a file with three such tasks took three round trips to mend.
+    denied = spec(recording_target)
+    denied["target"]["url"] = "http://169.254.169.254/latest/"
+    past = {
+        **spec(recording_target),
+        "trigger": {"kind": "one_shot", "run_at": "2020-01-01T00:00:00Z"},
+    }
+    closed = spec(recording_target)
+    closed["trigger"]["calendar"] = {"name": "nowhere", "policy": "exclude"}
+    body = {
+        "tasks": [
+            {"name": "denied", **denied},
+            {"name": "fine", **spec(recording_target)},
+            {"name": "past", **past},
+            {"name": "closed", **closed},
+            {"name": "fine", **spec(recording_target)},
+            {"name": "denied-too", **denied},
+        ]
+    }
+    problem = assert_problem(await client.post("/tasks/apply", json=body), 422)
+
+    assert fields(problem) == [
+        "tasks[0].target.url",
+        "tasks[2].trigger.run_at",
+        "tasks[3].trigger.calendar.name",
+        "tasks[4].name",
+        "tasks[5].target.url",
+    ]
+    assert await names(client) == set()
+
+
 async def test_apply_takes_a_body_past_the_one_mebibyte_limit_of_other_routes(
     client: Client, recording_target: RecordingTarget
 ) -> None:
