@@ -5,10 +5,11 @@ The server is `--url` (or SCHEDULER_URL, default http://127.0.0.1:8005) and the 
 token `--token` (or SCHEDULER_TOKEN; none by default). Exit codes are the other
 commands' (docs/operations.md, "Exit codes"): 65 for what the API refused as bad input
 (400, 404, 422), 69 when the server cannot be reached, fails (5xx) or asks to come back
-later (429, too many unknown tokens from this address), 77 when the token
-is missing or not allowed (401, 403). An empty TASK or a `--url` that is not
-`http(s)://host` is a usage error (2), and a bad SCHEDULER_URL bad configuration (78):
-neither reaches a server.
+later (429, too many unknown tokens from this address) or answers what is not this
+API (a login page: "is --url right?"), 77 when the token is missing or not allowed (401,
+403). An empty TASK or a `--url` that is not `http(s)://host` is a usage error (2), and
+a bad SCHEDULER_URL or a token no header can carry bad configuration (78, the token
+never shown): neither reaches a server.
 """
 
 from __future__ import annotations
@@ -43,7 +44,14 @@ API_EXIT_CODES: dict[type[BaseException], int] = {ServerUnavailable: 69, AccessD
 
 def explain(args: argparse.Namespace) -> int:
     params = {} if args.at is None else {"at": _instant(args.at, "--at")}
-    answer = _call(args, "GET", f"/tasks/{quote(args.task, safe='')}/explain", params=params)
+    path = f"/tasks/{quote(args.task, safe='')}/explain"
+    answer = _call(args, "GET", path, params=params)
+    with _ours(args):
+        _explained(answer)
+    return 0
+
+
+def _explained(answer: Any) -> None:
     occurrence = answer.get("occurrence") or "none"
     version = answer["task_version"]
     when = "the task did not exist yet" if version is None else f"task version {version}"
@@ -51,7 +59,6 @@ def explain(args: argparse.Namespace) -> int:
     print(answer["detail"])
     for run in answer.get("runs", []):
         print(_run_line(run))
-    return 0
 
 
 def backfill(args: argparse.Namespace) -> int:
@@ -62,16 +69,22 @@ def backfill(args: argparse.Namespace) -> int:
         "overlap": args.overlap,
         "dry_run": args.dry_run,
     }
-    answer = _call(args, "POST", f"/tasks/{quote(args.task, safe='')}/backfill", json=body)
-    if args.dry_run:  # its ids are placeholders that name nothing: not shown
+    path = f"/tasks/{quote(args.task, safe='')}/backfill"
+    answer = _call(args, "POST", path, json=body)
+    with _ours(args):
+        _backfilled(answer, args.dry_run)
+    return 0
+
+
+def _backfilled(answer: Any, dry_run: bool) -> None:
+    if dry_run:  # its ids are placeholders that name nothing: not shown
         print(f"dry run: would make {answer['runs']} runs (nothing written)")
         for run in answer.get("items", []):
             print(f"  {run['scheduled_for']}  would be {run['status']}")
-        return 0
+        return
     print(f"backfill {answer['backfill_id']}: made {answer['runs']} runs")
     for run in answer.get("items", []):
         print(_run_line(run))
-    return 0
 
 
 def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None:
@@ -150,7 +163,7 @@ def _server_url(value: str) -> str:
     return value
 
 
-def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
+def _base_url(args: argparse.Namespace) -> str:
     url = args.url
     if url is None:
         url = os.environ.get("SCHEDULER_URL") or DEFAULT_URL
@@ -158,17 +171,64 @@ def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> A
             _server_url(url)
         except argparse.ArgumentTypeError as exc:
             raise ConfigurationError(f"SCHEDULER_URL: {exc}") from None
-    url = url.rstrip("/")
-    token = args.token or os.environ.get("SCHEDULER_TOKEN")
+    return str(url).rstrip("/")
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The bearer token, without the line end or spaces a secret file or a paste leaves
+    around it. One that cannot be a header's value is refused without being echoed:
+    an error quoting it would put it in a CI log."""
+    where = "--token" if args.token else "SCHEDULER_TOKEN"
+    token = (args.token or os.environ.get("SCHEDULER_TOKEN") or "").strip()
+    if not token:
+        return None
+    if not token.isascii() or not token.isprintable() or any(ch.isspace() for ch in token):
+        raise ConfigurationError(
+            f"{where}: a token is printable ASCII without spaces, as the server's "
+            "SCHEDULER_API_TOKENS are (its value is not shown)"
+        )
+    return token
+
+
+class _ours:
+    """Around reading a 2xx answer: one the command cannot read (JSON that is not this
+    API's: another service on that port) is ServerUnavailable naming --url, rather than
+    a traceback."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, (KeyError, TypeError, AttributeError, ValueError)):
+            raise ServerUnavailable(_not_ours(_base_url(self._args))) from None
+
+
+def _not_ours(url: str) -> str:
+    return f"{url} answered with something other than this scheduler's API: is --url right?"
+
+
+def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
+    url = _base_url(args)
+    token = _token(args)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.request(method, url + path, headers=headers, timeout=TIMEOUT, **request)
     except httpx.HTTPError as exc:
         raise ServerUnavailable(f"cannot reach {url}: {exc}") from None
     if response.is_success:
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:
+            raise ServerUnavailable(_not_ours(url)) from None
     problem = _problem(response)
     detail = problem.get("detail") or response.reason_phrase
+    if response.status_code == 404 and detail == response.reason_phrase:
+        # No such route (a task not found says which task): a base URL with a prefix
+        # the API does not have, or another service.
+        raise InvalidRequest("--url", f"{url}{path.split('?')[0]} is not found: {_not_ours(url)}")
     if response.status_code in (401, 403):
         raise AccessDenied(f"{response.status_code}: {detail}")
     if response.status_code >= 500:

@@ -12,7 +12,7 @@ import pytest
 from entrypoints.cli import main
 from tests.entrypoints.live import LiveServer, free_port, run_cli
 from tests.entrypoints.test_end_to_end import store_environ as store_environ  # fixture
-from tests.fixtures.target import RecordingTarget
+from tests.fixtures.target import RecordingTarget, Response
 from tests.fixtures.waiting import eventually
 
 ADMIN = "cli-admin-token"
@@ -124,6 +124,50 @@ def test_exit_codes(server: LiveServer, recording_target: RecordingTarget) -> No
         "explain", "daily-export", "--at", "2026-01-01T00:00:00", *url, "--token", ADMIN
     )
     assert naive.returncode == 65 and "--at" in naive.stderr
+
+    # A base URL with a path the API does not have reads as such, not as a task that
+    # does not exist.
+    prefixed = run_cli("explain", "daily-export", "--url", f"{server.url}/api", "--token", ADMIN)
+    assert prefixed.returncode == 65, prefixed.stderr
+    assert prefixed.stderr.startswith("imbi-scheduler: error: --url:"), prefixed.stderr
+    assert "is --url right?" in prefixed.stderr
+
+
+def test_a_token_keeps_no_line_end_and_a_bad_one_is_never_echoed(server: LiveServer) -> None:
+    # A token read from a secret file keeps its last line end: it is the token still.
+    url = ["--url", server.url]
+    read = run_cli("explain", "no-such-task", *url, SCHEDULER_TOKEN=f" {ADMIN}\n")
+    assert read.returncode == 65, read.stderr  # past the token: the task is unknown
+    # One that no header can carry is bad configuration (78), its value not shown: the
+    # error once quoted it whole, as a server that could not be reached (69).
+    for token, where in ((f"{ADMIN} x", "--token"), ("tökén", "--token")):
+        refused = run_cli("explain", "daily-export", *url, "--token", token)
+        assert refused.returncode == 78, refused.stderr
+        assert refused.stderr.startswith(f"imbi-scheduler: error: {where}:"), refused.stderr
+        assert token not in refused.stderr and "Traceback" not in refused.stderr
+    from_environ = run_cli("explain", "daily-export", *url, SCHEDULER_TOKEN="tö\tken")
+    assert from_environ.returncode == 78 and "SCHEDULER_TOKEN" in from_environ.stderr
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"<html><body>Sign in</body></html>", b'{"echo": true}', b"[1, 2]"],
+    ids=["html", "other-json", "a-list"],
+)
+def test_a_url_that_is_not_this_api_is_said_so_not_a_traceback(
+    recording_target: RecordingTarget, answer: bytes
+) -> None:
+    # A login page or another service on the port answers 200 with what no command can
+    # read: the server is unusable (69), and --url is what to check.
+    recording_target.respond("/tasks/daily-export/explain", Response(200, answer))
+    recording_target.respond("/tasks/daily-export/backfill", Response(200, answer))
+    url = ["--url", recording_target.url("")]
+    span = ["--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"]
+
+    for args in (["explain", "daily-export"], ["backfill", "daily-export", *span]):
+        result = run_cli(*args, *url)
+        assert result.returncode == 69, result.stderr
+        assert "is --url right?" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("command", ["explain", "backfill"])
