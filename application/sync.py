@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
 
+from pydantic import JsonValue
+
 from application.calendars import SchedulerStore, stored_calendars
 from application.contention import before_retry
 from application.ports import (
@@ -33,6 +35,7 @@ from domain.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from domain.history import changes_between, state_of
 from domain.instants import truncate
 from domain.kept_schedule import carried
 from domain.preconditions import PutConditions
@@ -51,6 +54,9 @@ class ApplyResult:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    # Each updated task's changed fields, (old, new), as its history version records
+    # them: what a dry run shows a reviewer before the deploy.
+    changes: dict[str, dict[str, tuple[JsonValue, JsonValue]]] = field(default_factory=dict)
 
 
 class TaskSync:
@@ -164,6 +170,7 @@ class TaskSync:
                     task, reschedule = self._service.planned(current, wanted, calendars)
                     updated.append(TaskUpdate(task, current.version, reschedule))
                     result.updated.append(spec.name)
+                    result.changes[spec.name] = changes_between(state_of(current), state_of(task))
             refused.raise_any()
             deleted = []
             if prune:

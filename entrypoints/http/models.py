@@ -7,6 +7,7 @@ responses here add what a client sees: every instant in UTC, and no internal fie
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -113,11 +114,19 @@ class HistoryItem(BaseModel):
     @classmethod
     def of(cls, version: TaskVersion) -> HistoryItem:
         fields = version.model_dump(exclude={"task_id", "state"})
-        fields["changes"] = {
-            field: tuple(_redacted(field, value) for value in change)
-            for field, change in fields["changes"].items()
-        }
+        fields["changes"] = redacted_changes(fields["changes"])
         return cls.model_validate(fields)
+
+
+def redacted_changes(
+    changes: Mapping[str, Sequence[JsonValue]],
+) -> dict[str, tuple[JsonValue, ...]]:
+    """Changed fields as [old, new], a literal credential header of a task stored before
+    they were refused shown `***` (history, an apply's changes)."""
+    return {
+        field: tuple(_redacted(field, value) for value in change)
+        for field, change in changes.items()
+    }
 
 
 def _redacted(field: str, value: JsonValue) -> JsonValue:

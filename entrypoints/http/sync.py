@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from litestar import Controller, Request, Response, post, put
 from litestar.di import NamedDependency
 from litestar.params import BodyKwarg, PathParameter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, JsonValue
 
 from application.sync import TaskSync
 from domain.errors import InvalidRequest
@@ -16,7 +16,12 @@ from domain.validation import FieldError
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, also, errors
-from entrypoints.http.models import ApplyRequest, TaskResource, TaskSpecByName
+from entrypoints.http.models import (
+    ApplyRequest,
+    TaskResource,
+    TaskSpecByName,
+    redacted_changes,
+)
 from entrypoints.http.tasks import IfMatch, IfNoneMatch, put_conditions, task_response
 
 # A deploy pipeline applies its whole list in one request: 10,000 tasks of about 1 KiB
@@ -29,6 +34,10 @@ class ApplyAnswer(BaseModel):
     updated: list[str]
     unchanged: list[str]
     deleted: list[str]
+    changes: dict[str, dict[str, tuple[JsonValue, JsonValue]]] = Field(
+        description="Each updated task's changed fields, by name: `[old, new]`, as its "
+        "history version records them (a dry run shows them before anything is written)."
+    )
 
 
 class SyncController(Controller):
@@ -102,6 +111,7 @@ class SyncController(Controller):
             updated=result.updated,
             unchanged=result.unchanged,
             deleted=result.deleted,
+            changes={name: redacted_changes(c) for name, c in result.changes.items()},
         )
 
 

@@ -92,3 +92,24 @@ async def test_it_changes_only_once_the_credential_moves_out(
     assert moved.json()["target"]["headers"] == {"X-Tenant": "acme"}
     assert moved.json()["target"]["headers_env"] == {"Authorization": "REPORTS_AUTHORIZATION"}
     assert moved.json()["version"] == 2
+
+
+async def test_an_apply_that_moves_it_out_shows_its_old_value_as_stars(
+    api: Client, database_url: str, postgres_schema: str
+) -> None:
+    # An apply answers each updated task's changes, old and new: the old headers held
+    # the credential.
+    task_id = await stored_with_authorization(api, database_url, postgres_schema)
+    stored = (await api.get(f"/tasks/{task_id}")).json()
+    spec = {key: stored[key] for key in ("name", "trigger", "target")}
+    spec["target"] = {**spec["target"], "headers": {"X-Tenant": "acme"}}
+    spec["target"]["headers_env"] = {"Authorization": "REPORTS_AUTHORIZATION"}
+
+    for dry_run in (True, False):
+        applied = await api.post("/tasks/apply", json={"tasks": [spec], "dry_run": dry_run})
+
+        assert applied.status_code == 200, applied.text
+        old, new = applied.json()["changes"]["nightly-report"]["target"]
+        assert old["headers"] == {"Authorization": "***", "X-Tenant": "acme"}
+        assert new["headers_env"] == {"Authorization": "REPORTS_AUTHORIZATION"}
+        assert "s3cret-from-before" not in applied.text

@@ -117,6 +117,8 @@ async def test_apply_makes_the_stored_tasks_match_in_one_go(
         "updated": ["change"],
         "unchanged": ["keep"],
         "deleted": ["stale"],
+        # The diff a reviewer reads before the deploy: each updated task's fields.
+        "changes": {"change": {"jitter_seconds": [0, 5]}},
     }
     dry = await client.post("/tasks/apply", json={**body, "dry_run": True})
     assert dry.status_code == 200, dry.text
@@ -136,6 +138,7 @@ async def test_apply_makes_the_stored_tasks_match_in_one_go(
         "updated": [],
         "unchanged": ["keep", "change", "new"],
         "deleted": [],
+        "changes": {},
     }
 
 

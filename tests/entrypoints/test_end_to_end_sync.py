@@ -123,6 +123,7 @@ async def test_put_and_apply_through_the_real_server(
         "updated": ["file-a"],
         "unchanged": [],
         "deleted": ["file-b"],
+        "changes": {"file-a": {"description": [None, "changed"]}},
     }
     assert dry.json() == expected
     assert (await api.get("/tasks/file-b")).status_code == 200
