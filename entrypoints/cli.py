@@ -1,5 +1,6 @@
 """`imbi-scheduler`: serve the API and the engine, initialize the schema, preview triggers;
-`explain` and `backfill` ask a running server (entrypoints/cli_api.py)."""
+`explain`, `backfill` (entrypoints/cli_api.py) and `apply` (entrypoints/cli_apply.py) ask
+a running server."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from domain.errors import InvalidRequest, SchedulerError, StoreUnavailable
 from domain.validation import FieldError, field_errors
 from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
+from entrypoints.cli_apply import add_command as add_apply_command
 from entrypoints.container import build_container
 from entrypoints.database_wait import driver_reason, initialize_when_reachable
 from entrypoints.logs import configure_logging
@@ -43,7 +45,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
     SchedulerError: 70,  # EX_SOFTWARE
     ListenError: 71,  # EX_OSERR
     OSError: 71,
-    **API_EXIT_CODES,  # explain, backfill: the server unreachable (69), the token refused (77)
+    **API_EXIT_CODES,  # explain, backfill, apply: the server unreachable (69), token refused (77)
 }
 UNEXPECTED = 70
 
@@ -327,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(command=preview, parser=show)
     add_api_commands(commands, formatter)
+    add_apply_command(commands, formatter)
     return parser
 
 

@@ -45,8 +45,8 @@ API_EXIT_CODES: dict[type[BaseException], int] = {ServerUnavailable: 69, AccessD
 def explain(args: argparse.Namespace) -> int:
     params = {} if args.at is None else {"at": _instant(args.at, "--at")}
     path = f"/tasks/{quote(args.task, safe='')}/explain"
-    answer = _call(args, "GET", path, params=params)
-    with _ours(args):
+    answer = call_api(args, "GET", path, params=params)
+    with reading_answer(args):
         _explained(answer)
     return 0
 
@@ -70,8 +70,8 @@ def backfill(args: argparse.Namespace) -> int:
         "dry_run": args.dry_run,
     }
     path = f"/tasks/{quote(args.task, safe='')}/backfill"
-    answer = _call(args, "POST", path, json=body)
-    with _ours(args):
+    answer = call_api(args, "POST", path, json=body)
+    with reading_answer(args):
         _backfilled(answer, args.dry_run)
     return 0
 
@@ -100,7 +100,7 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
     )
     why.add_argument("task", metavar="TASK", type=_task, help="the task's name or id")
     why.add_argument("--at", help="an instant with an offset (default: now)")
-    _server_options(why)
+    server_options(why)
     why.set_defaults(command=explain, parser=why)
 
     again = commands.add_parser(
@@ -126,11 +126,11 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
         choices=["buffer_all", "allow_all"],
         help="buffer_all (default): wait for the task's slots in order; allow_all: all at once",
     )
-    _server_options(again)
+    server_options(again)
     again.set_defaults(command=backfill, parser=again)
 
 
-def _server_options(parser: argparse.ArgumentParser) -> None:
+def server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--url",
         type=_server_url,
@@ -190,7 +190,7 @@ def _token(args: argparse.Namespace) -> str | None:
     return token
 
 
-class _ours:
+class reading_answer:
     """Around reading a 2xx answer: one the command cannot read (JSON that is not this
     API's: another service on that port) is ServerUnavailable naming --url, rather than
     a traceback."""
@@ -210,7 +210,7 @@ def _not_ours(url: str) -> str:
     return f"{url} answered with something other than this scheduler's API: is --url right?"
 
 
-def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
+def call_api(args: argparse.Namespace, method: str, path: str, **request: Any) -> Any:
     url = _base_url(args)
     token = _token(args)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -240,7 +240,9 @@ def _call(args: argparse.Namespace, method: str, path: str, **request: Any) -> A
     errors = problem.get("errors") or []
     if errors:
         raise InvalidRequest.of([FieldError(_option(e["field"]), e["message"]) for e in errors])
-    raise InvalidRequest(args.task if response.status_code == 404 else "request", detail)
+    raise InvalidRequest(
+        getattr(args, "task", "request") if response.status_code == 404 else "request", detail
+    )
 
 
 def _problem(response: httpx.Response) -> dict[str, Any]:

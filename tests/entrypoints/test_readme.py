@@ -192,6 +192,9 @@ async def test_the_readme_tour_runs_as_written(shell_ports: dict[int, int]) -> N
     # The payroll run rolled back from Sunday 1 March, and re-planned by a calendar change.
     assert '"flags":["rolled"],"rolled_from":"2026-03-01"' in printed
     assert '"cause":"calendar"' in printed
+    # The file applied after its dry run.
+    assert "would be created: weekday-report\nunchanged: 0 tasks\ndry run" in printed
+    assert "\ncreated: weekday-report" in printed
 
 
 @pytest.mark.postgres
