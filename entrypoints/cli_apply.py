@@ -18,6 +18,7 @@ from typing import Any
 
 from domain.errors import InvalidRequest
 from entrypoints.cli_api import call_api, reading_answer, server_options
+from entrypoints.json_text import read_json
 
 # What a changed value may take on a line before it is cut (a body, a whole target).
 SHOWN = 120
@@ -48,13 +49,7 @@ def _body(path: str) -> dict[str, Any]:
                 text = file.read()
     except (OSError, UnicodeError) as exc:
         raise InvalidRequest("FILE", f"{path}: cannot be read ({exc})") from None
-    try:
-        loaded = json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise InvalidRequest("FILE", f"{path}: {where}: not JSON ({exc.msg})") from None
-    except RecursionError:
-        raise InvalidRequest("FILE", f"{path}: nested too deep to be a task list") from None
+    loaded = read_json(text, "FILE", path)
     if isinstance(loaded, list):
         return {"tasks": loaded}
     if isinstance(loaded, dict) and "tasks" in loaded:

@@ -113,7 +113,12 @@ def test_what_the_apply_refuses_is_named_with_its_exit_code(
     broken.write_text('[{"name": "x",\n  oops}]')
     not_json = run_cli("apply", str(broken), *auth)
     assert not_json.returncode == 65
-    assert f"FILE: {broken}: line 2 column 3: not JSON" in not_json.stderr
+    assert f"FILE: {broken} is not JSON: " in not_json.stderr
+    assert "at line 2, column 3" in not_json.stderr
+    huge = tmp_path / "huge.json"
+    huge.write_text('[{"name": "x", "max_running_instances": ' + "9" * 5000 + "}]")
+    too_long = run_cli("apply", str(huge), *auth)  # Python converts no such integer
+    assert too_long.returncode == 65 and "Traceback" not in too_long.stderr
 
     missing = run_cli("apply", str(tmp_path / "nowhere.json"), *auth)
     assert missing.returncode == 65 and "FILE:" in missing.stderr

@@ -26,11 +26,12 @@ from domain.errors import DuplicateTaskName, InvalidRequest, TaskNotFound, Versi
 from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import MAX_NESTING, refuse_nul, strictly
+from entrypoints.http.body import refuse_nul, strictly
 from entrypoints.http.console.access import current_session
 from entrypoints.http.console.forms import form_text
 from entrypoints.http.console.history import without_literal_credentials
 from entrypoints.http.console.rendering import render
+from entrypoints.json_text import read_json
 
 # What the new-task page starts from: a task that calls a URL every day at 02:30.
 EXAMPLE: dict[str, Any] = {
@@ -68,15 +69,7 @@ def read_definition(text: str) -> dict[str, Any]:
     (with the line and column of a syntax error)."""
     if len(text) > MAX_DEFINITION:
         raise InvalidRequest("definition", f"is longer than {MAX_DEFINITION} characters")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise InvalidRequest("definition", f"is not JSON: {exc.msg} at {where}") from None
-    except RecursionError:
-        raise InvalidRequest("definition", f"nests deeper than {MAX_NESTING}") from None
-    except ValueError as exc:  # an integer of more digits than Python converts, say
-        raise InvalidRequest("definition", f"is not JSON the API reads: {exc}") from None
+    data = read_json(text, "definition")
     if not isinstance(data, dict):
         raise InvalidRequest("definition", "must be a JSON object, like the one shown at first")
     return data
