@@ -30,6 +30,9 @@ BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="imbi-scheduler"'}
 # Where the guard leaves the label of the token a request came with (None: no label, or
 # no tokens configured); `actor()` reads it for the use cases, which record it.
 ACTOR = "actor"
+# Where it leaves whether that token is read-only: for a route open to such tokens only
+# for part of what it does (an apply's dry run), which the handler then checks.
+READ_ONLY = "read_only"
 _UNAUTHORIZED_DETAIL = "send a configured API token as 'Authorization: Bearer <token>'"
 # A limiter tracking more client addresses than this forgets those with no recent failure.
 _MAX_TRACKED_PEERS = 10_000
@@ -112,8 +115,16 @@ def bearer_guard(
         if grant.access is Access.READ and is_mutation(handler):
             raise PermissionDeniedException(detail="this token is read-only")
         connection.state[ACTOR] = grant.label
+        connection.state[READ_ONLY] = grant.access is Access.READ
 
     return guard
+
+
+def refuse_read_only(request: Request[Any, Any, Any], what: str) -> None:
+    """403 for a read-only token, on a route that lets such tokens in for part of what it
+    does (`opt={MUTATION: False}`): `what` says which part it may not do."""
+    if request.state.get(READ_ONLY) is True:
+        raise PermissionDeniedException(detail=f"this token is read-only: {what}")
 
 
 def actor_of(request: Request[Any, Any, Any]) -> str | None:

@@ -13,7 +13,7 @@ from application.sync import TaskSync
 from domain.errors import InvalidRequest
 from domain.tasks import TaskSpec
 from domain.validation import FieldError
-from entrypoints.http.auth import actor_of
+from entrypoints.http.auth import MUTATION, actor_of, refuse_read_only
 from entrypoints.http.body import JsonObjectBody, strictly
 from entrypoints.http.docs import ETAG, also, errors
 from entrypoints.http.models import (
@@ -91,9 +91,13 @@ class SyncController(Controller):
             "their defaults), leaves the equal ones and their versions; with `prune`, "
             "deletes the stored tasks not listed that the selector picks. All or nothing: "
             "one bad spec is a 422 naming `tasks[i].field` and nothing is written. With "
-            "`dry_run`, the same answer and nothing written."
+            "`dry_run`, the same answer and nothing written; a read-only token may ask "
+            "for the dry run only."
         ),
         responses=errors(400, 409, 412, 415, 422),
+        # A read-only token may ask for the dry run (what a reviewer reads before the
+        # deploy), and nothing more: checked below, before the body is.
+        opt={MUTATION: False},
     )
     async def apply(
         self,
@@ -101,6 +105,8 @@ class SyncController(Controller):
         sync: NamedDependency[TaskSync],
         request: Request[Any, Any, Any],
     ) -> ApplyAnswer:
+        if data.get("dry_run") is not True:
+            refuse_read_only(request, 'it may only ask for a dry run ("dry_run": true)')
         specs, rest = parse_apply(data)
         tag = rest.selector.tag if rest.selector else None
         result = await sync.apply(

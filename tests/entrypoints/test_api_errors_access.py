@@ -70,3 +70,24 @@ async def test_a_read_only_token_reads_but_cannot_change(
 async def test_probes_metrics_and_the_schema_need_no_token(guarded: Client) -> None:
     for path in ("/healthz", "/readyz", "/metrics", "/schema/openapi.json", "/schema"):
         assert (await guarded.get(path)).status_code == 200, path
+
+
+async def test_a_read_only_token_may_ask_for_an_applys_dry_run_only(
+    guarded: Client, recording_target: RecordingTarget
+) -> None:
+    # What a reviewer reads before a deploy, with a token that cannot deploy.
+    body = {"tasks": [{"name": "from-file", **cron_task(recording_target.url(), "from-file")}]}
+    viewer = bearer("viewer-token")
+
+    dry = await guarded.post("/tasks/apply", json={**body, "dry_run": True}, headers=viewer)
+    real = await guarded.post("/tasks/apply", json=body, headers=viewer)
+    spelled = await guarded.post("/tasks/apply", json={**body, "dry_run": "true"}, headers=viewer)
+
+    assert dry.status_code == 200, dry.text
+    assert dry.json()["created"] == ["from-file"]
+    assert "dry run" in assert_problem(real, 403)["detail"]
+    assert_problem(spelled, 403)  # only the JSON true asks for a dry run
+    listed = await guarded.get("/tasks", headers=viewer)
+    assert listed.json()["items"] == []  # nothing written
+    admin = await guarded.post("/tasks/apply", json=body, headers=bearer("admin-token"))
+    assert admin.status_code == 200 and admin.json()["created"] == ["from-file"]
