@@ -2,8 +2,9 @@
 `POST /tasks/apply` (docs/api.md), for deploy pipelines that keep their tasks in files.
 
 FILE (`-`: standard input) is JSON: a list of task specs, each with its name, or an
-object with `tasks` (and, optionally, `prune` and `selector`, as the API takes them).
-`--prune`, `--selector-tag` and `--dry-run` set those; a dry run writes nothing and
+object with `tasks` and nothing else: `--prune`, `--selector-tag` and `--dry-run` are
+said on the command line, where whoever reads the pipeline sees what it may delete
+(a file holding `prune` or `dry_run` is refused). A dry run writes nothing and
 prints what the apply would do, each updated task's changed fields old -> new. Server,
 token and exit codes are those of `explain` and `backfill` (entrypoints/cli_api.py); a
 FILE that cannot be read, or is not such JSON, is bad input (65) naming FILE.
@@ -18,10 +19,13 @@ from typing import Any
 
 from domain.errors import InvalidRequest
 from entrypoints.cli_api import call_api, reading_answer, server_options
+from entrypoints.http.sync import APPLY_MAX_BODY_BYTES
 from entrypoints.json_text import read_json
 
 # What a changed value may take on a line before it is cut (a body, a whole target).
 SHOWN = 120
+# The largest body POST /tasks/apply takes.
+MAX_FILE_BYTES = APPLY_MAX_BODY_BYTES
 
 
 def apply(args: argparse.Namespace) -> int:
@@ -49,11 +53,23 @@ def _body(path: str) -> dict[str, Any]:
                 text = file.read()
     except (OSError, UnicodeError) as exc:
         raise InvalidRequest("FILE", f"{path}: cannot be read ({exc})") from None
+    if len(text.encode()) > MAX_FILE_BYTES:
+        most = MAX_FILE_BYTES // 1024 // 1024
+        raise InvalidRequest("FILE", f"{path} is larger than an apply takes ({most} MiB)")
     loaded = read_json(text, "FILE", path)
     if isinstance(loaded, list):
         return {"tasks": loaded}
     if isinstance(loaded, dict) and "tasks" in loaded:
-        return dict(loaded)
+        others = sorted(set(loaded) - {"tasks"})
+        if others:
+            # What deletes or writes is said on the command line, where whoever reads
+            # the pipeline sees it; a file's own `prune` once deleted without --prune.
+            raise InvalidRequest(
+                "FILE",
+                f"{path} holds {', '.join(others)} beside tasks: give --prune, "
+                "--selector-tag and --dry-run on the command line instead",
+            )
+        return {"tasks": loaded["tasks"]}
     raise InvalidRequest("FILE", f"{path}: a list of task specs, or an object with `tasks`")
 
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
+from urllib.parse import quote, quote_plus
 
 import httpx
 
@@ -118,6 +119,10 @@ def _written_forms(secret: str) -> set[str]:
             as_unicode_json.replace("/", "\\/"),
             repr(text)[1:-1],
             repr(text.encode())[2:-1],
+            # Echoed in a query string or a form: percent-encoded (`+` and `/` of a
+            # base64 signature or token included).
+            quote(text, safe=""),
+            quote_plus(text, safe=""),
         }
     return {form for form in forms if form}
 

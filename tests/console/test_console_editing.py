@@ -266,11 +266,19 @@ async def test_a_number_python_cannot_read_comes_back_as_a_field_error(
 
     answer = await open_console.post("/ui/new-task", data={"csrf_token": csrf, "definition": huge})
 
-    assert (
-        answer.status_code == 422
-        and "is not JSON the API reads" in errors_of(answer.text)["definition"]
+    assert answer.status_code == 422
+    assert errors_of(answer.text)["definition"] == (
+        "holds an integer of more than 4,300 digits, which no field takes"
     )
     assert text_of(answer.text) == huge
+    # What Python reads and JSON has not is refused as such, not stored as a float.
+    for spelled, words in (("NaN", "NaN is not a JSON number"), ("1e400", "1e400 is past")):
+        bad = '{"name": "t", "trigger": {"kind": "interval", "every": ' + spelled + "}}"
+        answer = await open_console.post(
+            "/ui/new-task", data={"csrf_token": csrf, "definition": bad}
+        )
+        assert answer.status_code == 422
+        assert words in errors_of(answer.text)["definition"]
 
 
 async def test_a_task_made_paused_is_said_to_be_paused(open_console: Client) -> None:

@@ -119,6 +119,22 @@ def test_what_the_apply_refuses_is_named_with_its_exit_code(
     huge.write_text('[{"name": "x", "max_running_instances": ' + "9" * 5000 + "}]")
     too_long = run_cli("apply", str(huge), *auth)  # Python converts no such integer
     assert too_long.returncode == 65 and "Traceback" not in too_long.stderr
+    assert "holds an integer of more than 4,300 digits" in too_long.stderr
+    for spelled in ("NaN", "1e400"):  # Python reads them, httpx would not send them
+        odd = tmp_path / "odd.json"
+        odd.write_text('[{"name": "x", "trigger": {"kind": "interval", "every": ' + spelled + "}}]")
+        refused_odd = run_cli("apply", str(odd), *auth)
+        assert refused_odd.returncode == 65, refused_odd.stderr
+        assert "is not JSON the API reads" in refused_odd.stderr
+
+    # What deletes or writes is said on the command line: a file holding `prune` (which
+    # once deleted every task not listed without --prune) or `dry_run` is refused.
+    for extra in ({"prune": True}, {"dry_run": True}, {"selector": {"tag": "reports"}}):
+        holding = tmp_path / "holding.json"
+        holding.write_text(json.dumps({"tasks": [], **extra}))
+        refused_extra = run_cli("apply", str(holding), *auth)
+        assert refused_extra.returncode == 65, refused_extra.stderr
+        assert f"holds {next(iter(extra))} beside tasks" in refused_extra.stderr
 
     missing = run_cli("apply", str(tmp_path / "nowhere.json"), *auth)
     assert missing.returncode == 65 and "FILE:" in missing.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from urllib.parse import quote, quote_plus
 
 import pytest
 
@@ -108,6 +109,9 @@ async def test_values_echoed_by_the_target_are_scrubbed_from_the_excerpt(
         pytest.param(lambda key: json.dumps({"k": key}).replace("/", "\\/"), id="json-slashes"),
         pytest.param(lambda key: repr(key.encode()), id="python-bytes"),
         pytest.param(lambda key: json.dumps({"k": key.encode().decode("latin-1")}), id="latin-1"),
+        # Echoed in a query string or a form (a webhook-signature's `+` and `/` too).
+        pytest.param(lambda key: "?k=" + quote(key, safe=""), id="percent-encoded"),
+        pytest.param(lambda key: "k=" + quote_plus(key, safe=""), id="form-encoded"),
     ],
 )
 async def test_values_echoed_escaped_are_scrubbed_too(
