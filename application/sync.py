@@ -11,7 +11,7 @@ re-applying the same file never re-anchors a schedule.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
@@ -129,20 +129,26 @@ class TaskSync:
         selector_tag: str | None = None,
         dry_run: bool = False,
         actor: str | None = None,
+        indices: Sequence[int] | None = None,
+        refused: Sequence[FieldError] = (),
     ) -> ApplyResult:
         """Make the stored tasks match `specs` in one transaction: create the missing,
         replace the changed, leave the equal ones (and their versions); with `prune`,
         delete the stored tasks not listed (only those carrying `selector_tag` when
         given). All or nothing: a bad spec raises InvalidRequest naming `tasks[i].field`
-        and nothing is written. With `dry_run`, the same answer and nothing written."""
+        and nothing is written. With `dry_run`, the same answer and nothing written.
+        `indices` are the specs' places in the request's list (by default their own);
+        `refused`, what the caller already refused of that list, is raised with what
+        this finds, so that one error names every refused task."""
+        at = list(indices) if indices is not None else list(range(len(specs)))
         seen: dict[str, int] = {}
-        refused = _Refusals()
-        for i, spec in enumerate(specs):
+        refusals = _Refusals(refused)
+        for spec, i in zip(specs, at, strict=True):
             if spec.name in seen:
-                refused.add(i, InvalidRequest("name", f"repeats tasks[{seen[spec.name]}].name"))
+                refusals.add(i, InvalidRequest("name", f"repeats tasks[{seen[spec.name]}].name"))
                 continue
             seen[spec.name] = i
-            with refused.of(i):
+            with refusals.of(i):
                 self._executor.check(spec.target, spec.notify)
         for attempt in count():
             now = truncate(self._clock.now())
@@ -154,11 +160,11 @@ class TaskSync:
             result = ApplyResult()
             created: list[Task] = []
             updated: list[TaskUpdate] = []
-            for i, spec in enumerate(specs):
+            for spec, i in zip(specs, at, strict=True):
                 if seen[spec.name] != i:  # a repeat, refused above
                     continue
                 current = stored.get(spec.name)
-                with refused.of(i):
+                with refusals.of(i):
                     if current is None:
                         created.append(self._service.new_task(spec, now, calendars))
                         result.created.append(spec.name)
@@ -171,7 +177,7 @@ class TaskSync:
                     updated.append(TaskUpdate(task, current.version, reschedule))
                     result.updated.append(spec.name)
                     result.changes[spec.name] = changes_between(state_of(current), state_of(task))
-            refused.raise_any()
+            refusals.raise_any()
             deleted = []
             if prune:
                 for name, task in sorted(stored.items()):
@@ -204,8 +210,10 @@ class _Refusals:
     """The refusals of every spec of an apply, each field under `tasks[i]`, raised as
     one InvalidRequest: a file with several bad tasks is told of all of them at once."""
 
-    def __init__(self) -> None:
-        self._errors: list[tuple[int, FieldError]] = []
+    def __init__(self, refused: Iterable[FieldError] = ()) -> None:
+        # What the caller refused already, each under the task it names (a field of the
+        # request's own, `prune` say, first).
+        self._errors: list[tuple[int, FieldError]] = [(_index_of(e), e) for e in refused]
 
     def add(self, index: int, refused: InvalidRequest) -> None:
         self._errors += [
@@ -226,3 +234,10 @@ class _Refusals:
             raise InvalidRequest.of(
                 [error for _, error in sorted(self._errors, key=lambda e: e[0])]
             )
+
+
+def _index_of(error: FieldError) -> int:
+    """The task a field error names (`tasks[3].name`: 3), or -1 for another field."""
+    head, _, _ = error.field.partition("]")
+    number = head.removeprefix("tasks[")
+    return int(number) if head.startswith("tasks[") and number.isdigit() else -1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from litestar import Controller, Request, Response, post, put
@@ -107,10 +108,19 @@ class SyncController(Controller):
     ) -> ApplyAnswer:
         if data.get("dry_run") is not True:
             refuse_read_only(request, 'it may only ask for a dry run ("dry_run": true)')
-        specs, rest = parse_apply(data)
+        parsed = parse_apply(data)
+        rest = parsed.rest
+        if rest is None:  # prune, selector or dry_run refused: nothing to decide with
+            raise InvalidRequest.of(parsed.problems)
         tag = rest.selector.tag if rest.selector else None
         result = await sync.apply(
-            specs, prune=rest.prune, selector_tag=tag, dry_run=rest.dry_run, actor=actor_of(request)
+            parsed.specs,
+            prune=rest.prune,
+            selector_tag=tag,
+            dry_run=rest.dry_run,
+            actor=actor_of(request),
+            indices=parsed.indices,
+            refused=parsed.problems,
         )
         return ApplyAnswer(
             created=result.created,
@@ -121,25 +131,38 @@ class SyncController(Controller):
         )
 
 
-def parse_apply(body: dict[str, Any]) -> tuple[list[TaskSpec], ApplyRequest]:
+@dataclass(frozen=True, slots=True)
+class ParsedApply:
+    """An apply body read: the specs that validated, each with its index in `tasks`, the
+    rest of the body (None when it did not validate) and every field refused so far."""
+
+    specs: list[TaskSpec]
+    indices: list[int]
+    rest: ApplyRequest | None
+    problems: list[FieldError]
+
+
+def parse_apply(body: dict[str, Any]) -> ParsedApply:
     """The specs of an apply body, each validated on its own so that its errors are
-    named `tasks[i].field`, and the rest of the body. Raises InvalidRequest naming
-    every bad field."""
+    named `tasks[i].field`, and the rest of the body. The specs that validate go on to
+    the checks the use case makes (the guard, a past one-shot, a calendar, a repeated
+    name), so that one 422 names every refused task."""
     problems: list[FieldError] = []
     items = body.get("tasks")
     specs: list[TaskSpec] = []
+    indices: list[int] = []
     if not isinstance(items, list):
         problems.append(FieldError("tasks", "must be a list of task specs"))
         items = []
     for i, item in enumerate(items):
         try:
             specs.append(strictly(TaskSpec, item, prefix=f"tasks[{i}]"))
+            indices.append(i)
         except InvalidRequest as exc:
             problems.extend(exc.errors)
+    rest = None
     try:
         rest = strictly(ApplyRequest, {**body, "tasks": []})
     except InvalidRequest as exc:
         problems.extend(exc.errors)
-    if problems:
-        raise InvalidRequest.of(problems)
-    return specs, rest
+    return ParsedApply(specs, indices, rest, problems)

@@ -189,16 +189,19 @@ async def test_apply_names_every_refused_task_at_once(
             {"name": "closed", **closed},
             {"name": "fine", **spec(recording_target)},
             {"name": "denied-too", **denied},
+            {"name": "zero", **spec(recording_target, max_running_instances=0)},
         ]
     }
     problem = assert_problem(await client.post("/tasks/apply", json=body), 422)
 
+    # Also beside a spec whose own fields are refused: one answer names them all.
     assert fields(problem) == [
         "tasks[0].target.url",
         "tasks[2].trigger.run_at",
         "tasks[3].trigger.calendar.name",
         "tasks[4].name",
         "tasks[5].target.url",
+        "tasks[6].max_running_instances",
     ]
     assert await names(client) == set()
 
