@@ -35,9 +35,13 @@ class ApplyAnswer(BaseModel):
     updated: list[str]
     unchanged: list[str]
     deleted: list[str]
-    changes: dict[str, dict[str, tuple[JsonValue, JsonValue]]] = Field(
-        description="Each updated task's changed fields, by name: `[old, new]`, as its "
-        "history version records them (a dry run shows them before anything is written)."
+    # [old, new] as a list of two: a tuple's `prefixItems` nested under two maps was
+    # read by Schemathesis as an invalid schema.
+    changes: dict[str, dict[str, Annotated[list[JsonValue], Field(min_length=2, max_length=2)]]] = (
+        Field(
+            description="Each updated task's changed fields, by name: `[old, new]`, as its "
+            "history version records them (a dry run shows them before anything is written)."
+        )
     )
 
 
