@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -190,20 +192,15 @@ def _token(args: argparse.Namespace) -> str | None:
     return token
 
 
-class reading_answer:
+@contextmanager
+def reading_answer(args: argparse.Namespace) -> Iterator[None]:
     """Around reading a 2xx answer: one the command cannot read (JSON that is not this
     API's: another service on that port) is ServerUnavailable naming --url, rather than
     a traceback."""
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        self._args = args
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, (KeyError, TypeError, AttributeError, ValueError)):
-            raise ServerUnavailable(_not_ours(_base_url(self._args))) from None
+    try:
+        yield
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise ServerUnavailable(_not_ours(_base_url(args))) from None
 
 
 def _not_ours(url: str) -> str:

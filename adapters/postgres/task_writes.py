@@ -64,11 +64,7 @@ class TaskWrites(PostgresStoreBase):
                 await cur.execute(self._q["update_task"], params)
                 row = await cur.fetchone()
                 if row is None:
-                    await cur.execute(self._q["task_version"], {"id": task.id})
-                    found = await cur.fetchone()
-                    if found is None:
-                        raise TaskNotFound(task.id)
-                    raise VersionConflict(task.id, expected_version, found["version"])
+                    await self._refuse(conn, task.id, expected_version)
                 await name_calendars(conn, self._c, [task], created=False)
                 if (drop := dropped_queue(task)) is not None:
                     await self._queues.drop(conn, [task.id], drop, task.updated_at)
@@ -95,12 +91,7 @@ class TaskWrites(PostgresStoreBase):
             params = {"id": task_id, "at": at, "actor": actor, "expected_version": expected_version}
             cur = await conn.execute(self._q["delete_task"], params)
             if await cur.fetchone() is None:
-                stored = conn.cursor(row_factory=dict_row)
-                await stored.execute(self._q["task_version"], {"id": task_id})
-                found = await stored.fetchone()
-                if found is None or expected_version is None:
-                    raise TaskNotFound(task_id)
-                raise VersionConflict(task_id, expected_version, found["version"])
+                await self._refuse(conn, task_id, expected_version)
             await self._notify(conn, self.tasks_channel, task_id)
 
     async def apply_tasks(
@@ -132,7 +123,7 @@ class TaskWrites(PostgresStoreBase):
                     await cur.executemany(self._q["delete_task"], gone, returning=True)
                     for d in deleted:
                         if await cur.fetchone() is None:  # gone, or changed since it was read
-                            await self._refuse_delete(conn, d)
+                            await self._refuse(conn, d.task_id, d.expected_version)
                         cur.nextset()
                 if updated:
                     # One statement, as for the creates below.
@@ -170,14 +161,18 @@ class TaskWrites(PostgresStoreBase):
         except psycopg.errors.ForeignKeyViolation as exc:
             raise unknown_calendar(exc) from exc
 
-    async def _refuse_delete(self, conn: AsyncConnection[Any], gone: TaskDelete) -> NoReturn:
-        """Raise what stopped the delete of `gone`: TaskNotFound, or VersionConflict."""
+    async def _refuse(
+        self, conn: AsyncConnection[Any], task_id: UUID, expected_version: int | None
+    ) -> NoReturn:
+        """Raise what stopped a write conditioned on `expected_version` that found no
+        row: TaskNotFound when the task is gone (or no version was asked for), else
+        VersionConflict naming the version it is at."""
         stored = conn.cursor(row_factory=dict_row)
-        await stored.execute(self._q["task_version"], {"id": gone.task_id})
+        await stored.execute(self._q["task_version"], {"id": task_id})
         found = await stored.fetchone()
-        if found is None:
-            raise TaskNotFound(gone.task_id)
-        raise VersionConflict(gone.task_id, gone.expected_version, found["version"])
+        if found is None or expected_version is None:
+            raise TaskNotFound(task_id)
+        raise VersionConflict(task_id, expected_version, found["version"])
 
 
 def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Exception:
