@@ -160,18 +160,23 @@ def test_what_users_and_targets_supply_is_shown_as_text(
     assert "pwned" not in page.title()
 
 
-@pytest.mark.parametrize("where", ["tasks", "task", "run"])
+@pytest.mark.parametrize("where", ["tasks", "task", "run", "runs"])
+@pytest.mark.parametrize("length", [40, 56])  # kept on one line at 1,280 px, and wrapping
 def test_a_360_px_wide_page_does_not_scroll_sideways(
-    where: str, new_page: Any, api: httpx.Client, target: RecordingTarget
+    where: str, length: int, new_page: Any, api: httpx.Client, target: RecordingTarget
 ) -> None:
-    task = create(api, target, name=f"a-rather-long-task-name-{uuid.uuid4().hex}", tags=["t1"])
+    name = f"a-rather-long-task-name-{uuid.uuid4().hex}"[:length]
+    task = create(api, target, name=name, tags=["t1"])
     run = api.post(f"/tasks/{task['id']}/runs").json()
     page = new_page(width=360, height=740)
     log_in(page)
     page.goto(
-        {"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "run": f"/ui/runs/{run['id']}"}[
-            where
-        ]
+        {
+            "tasks": "/ui/",
+            "task": f"/ui/tasks/{task['name']}",
+            "run": f"/ui/runs/{run['id']}",
+            "runs": "/ui/runs",
+        }[where]
     )
     widths = page.evaluate(
         "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
