@@ -21,6 +21,7 @@ from entrypoints.container import Container, build_container
 from entrypoints.database_wait import StoppedWhileWaiting
 from entrypoints.gc_tuning import tune_garbage_collector
 from entrypoints.http.app import create_app
+from entrypoints.http_writes import OneWriteHttpProtocol
 from entrypoints.logs import configure_logging
 from entrypoints.runtime import log, running
 from entrypoints.settings import ConfigurationError, Settings, load_settings
@@ -77,6 +78,7 @@ async def _serve(container: Container, settings: Settings, *, api: bool, engine:
         lifespan="on",
         log_config=None,
         server_header=False,
+        http=OneWriteHttpProtocol,  # each answer in one write (entrypoints/http_writes.py)
         # A request waiting on a database that went silent must not hold the stop.
         timeout_graceful_shutdown=REQUESTS_GRACE,
     )
