@@ -1,12 +1,65 @@
 """What a task or calendar may be named: paths take an id (a UUID) or a name, the id
 first, so a name is never one that reads as an id; nor one of dots alone, which URLs
-resolve away."""
+resolve away. Tags and environment variable names have rules of the same shape; what a
+value breaks of any of them is said in words (`mismatch_words`), not as the pattern."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from uuid import UUID
 
 NAME_PATTERN = r"^[A-Za-z0-9._-]{1,200}$"
+TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+# Environment variable names as POSIX shells accept them.
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
+
+_NAME_CHARACTERS = "letters A-Z and a-z, digits, '.', '_' and '-'"
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    allowed: frozenset[str]
+    allowed_words: str
+    longest: int
+    first: frozenset[str] | None = None  # what the first character must be, when narrower
+    first_words: str = ""
+
+
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_NAME_SET = _LETTERS | frozenset("0123456789._-")
+_RULES = {
+    NAME_PATTERN: _Rule(_NAME_SET, _NAME_CHARACTERS, 200),
+    TAG_PATTERN: _Rule(_NAME_SET, _NAME_CHARACTERS, 100),
+    ENV_NAME_PATTERN: _Rule(
+        _LETTERS | frozenset("0123456789_"),
+        "letters A-Z and a-z, digits and '_'",
+        255,
+        _LETTERS | {"_"},
+        "a letter or '_'",
+    ),
+}
+
+
+def mismatch_words(pattern: str, value: object) -> str | None:
+    """What `value` breaks of the rule `pattern` stands for, in words; None for a
+    pattern without such words (its own message then stands)."""
+    rule = _RULES.get(pattern)
+    if rule is None or not isinstance(value, str):
+        return None
+    if not value:
+        return f"must not be empty: 1 to {rule.longest} characters, {rule.allowed_words}"
+    problems = []
+    refused = list(dict.fromkeys(ch for ch in value if ch not in rule.allowed))
+    if refused:
+        shown = ", ".join(repr(ch) for ch in refused[:5]) + (", …" if len(refused) > 5 else "")
+        problems.append(f"may hold only {rule.allowed_words}, not {shown}")
+    elif rule.first is not None and value[0] not in rule.first:
+        problems.append(f"must start with {rule.first_words}, not {value[0]!r}")
+    if len(value) > rule.longest:
+        problems.append(f"is {len(value)} characters long, more than the {rule.longest} allowed")
+    return "; ".join(problems) or None
+
+
 NOT_AN_ID = "must not read as an id (a UUID): paths take either, the id first"
 
 

@@ -22,15 +22,12 @@ from pydantic import (
 )
 
 from domain.credential_headers import is_credential_header, refused_credential_header
-from domain.names import NAME_PATTERN, unreachable_name
+from domain.names import ENV_NAME_PATTERN, NAME_PATTERN, TAG_PATTERN, unreachable_name
 from domain.read_back import read_back
 from domain.retention import MAX_HISTORY_LIMIT
 from domain.triggers import Trigger
 from domain.validation import NUL_MESSAGE, nul_at
 
-TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
-# Environment variable names as POSIX shells accept them.
-ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 # Headers the scheduler sets itself; a target may not override them.
 RESERVED_HEADERS = frozenset(

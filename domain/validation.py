@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from domain.names import mismatch_words
+
 # Union members appear in pydantic's error locations under their tag or a generated
 # name; a client never wrote those, so they are dropped from the path.
 _TAGS = frozenset(
@@ -70,6 +72,9 @@ def described(details: Sequence[ErrorDetails], prefix: str = "") -> list[FieldEr
             message = (
                 'must be an RFC 3339 date-time with an offset (such as "2026-03-09T06:30:00Z")'
             )
+        elif error["type"] == "string_pattern_mismatch":
+            pattern = str(error.get("ctx", {}).get("pattern", ""))
+            message = mismatch_words(pattern, error["input"]) or message
         elif error["type"] in WRONG_TYPE:
             message = wrong_type(error["type"], error["input"])
         elif message.startswith("Value error, "):

@@ -29,9 +29,10 @@ from domain.claims import run_instant
 from domain.credential_headers import redacted_fields, redacted_headers
 from domain.explain import Explanation, Verdict
 from domain.history import ChangeCause, TaskVersion
+from domain.names import TAG_PATTERN
 from domain.occurrences import AnnotatedFireTimes
 from domain.runs import Run
-from domain.tasks import TAG_PATTERN, HttpTarget, Notify, Task, TaskSpec
+from domain.tasks import HttpTarget, Notify, Task, TaskSpec
 from domain.triggers import Trigger
 
 

@@ -35,6 +35,33 @@ async def test_unknown_timezone_names_the_field(
     assert await task_count(client) == 0
 
 
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("", "must not be empty: 1 to 200 characters, letters A-Z and a-z, digits"),
+        ("x" * 300, "is 300 characters long, more than the 200 allowed"),
+        (
+            "tâche-été-✓",
+            "may hold only letters A-Z and a-z, digits, '.', '_' and '-', not 'â', 'é', '✓'",
+        ),
+    ],
+)
+async def test_a_bad_name_or_tag_is_said_in_words_not_as_a_pattern(
+    client: Client, recording_target: RecordingTarget, name: str, words: str
+) -> None:
+    body = cron_task(recording_target.url()) | {"name": name, "tags": ["ok", "not ok"]}
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    messages = {error["field"]: error["message"] for error in problem["errors"]}
+    assert messages["name"].startswith(words)
+    assert (
+        messages["tags.1"] == "may hold only letters A-Z and a-z, digits, '.', '_' and '-', not ' '"
+    )
+    assert "pattern" not in problem["detail"]
+    assert await task_count(client) == 0
+
+
 async def test_a_trigger_without_kind_or_an_auth_without_type_names_the_missing_member(
     client: Client, recording_target: RecordingTarget
 ) -> None:
