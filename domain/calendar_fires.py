@@ -13,6 +13,7 @@ from datetime import date, datetime, time, timedelta
 from domain._wallclock import ONE_SECOND, UTC, instant, zone
 from domain.calendars import Calendar, CalendarRef
 from domain.fire_values import MONTH_CLAMPED, ROLLED, Occurrence, Omission, OmissionReason, Schedule
+from domain.gap_walls import HeldGapWalls, told_key
 
 # How far back the search for the unrolled fire time before `after` looks: a roll moves
 # a fire time at most ROLL_LIMIT_DAYS, so one older than this cannot roll past `after`.
@@ -37,9 +38,11 @@ def fires(
         return iter(())
     if ref.policy == "exclude":
         return _excluding(schedule, floor, calendar, omitted, end)
+    # A roll moves a held date's wall times, those a DST gap skips there included.
+    rolling = HeldGapWalls(schedule, calendar)
     if ref.policy == "next_business_day":
-        return _rolling_forward(schedule, floor, calendar, omitted)
-    return _rolling_back(schedule, floor, calendar, omitted)
+        return _rolling_forward(rolling, floor, calendar, omitted)
+    return _rolling_back(rolling, floor, calendar, omitted)
 
 
 def _excluding(
@@ -342,4 +345,5 @@ def _tell(
 ) -> None:
     if omitted is not None:
         wall = occurrence.wall
-        omitted.append(Omission(occurrence.at, wall.date(), wall.time(), reason, calendar.name))
+        key = told_key(occurrence)
+        omitted.append(Omission(key, wall.date(), wall.time(), reason, calendar.name))

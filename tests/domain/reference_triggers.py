@@ -268,7 +268,8 @@ def calendared_cron_next(
     end_at: datetime | None = None,
 ) -> datetime | None:
     """The calendar rules, naively: list the unrolled, unbounded schedule from 60 days
-    before `after` to 200 days after, move or drop each fire on a calendar date
+    before `after` to 200 days after (a held date's wall times included, those a gap
+    skips too), move or drop each fire on a calendar date
     (`holidays`, or a weekday in `weekend`, Monday = 0) by the policy, checking its two
     unrolled neighbours, then bound, and take the first after `after`. Holidays must lie
     near `after`.
@@ -286,8 +287,14 @@ def calendared_cron_next(
     while day <= after.astimezone(tz).date() + timedelta(days=200):
         if cron.day_matches(day):
             for wall in cron.walls_of(day):
-                for moment in instants_of(wall, tz, cron.every_hour, gap, fold):
+                moments = instants_of(wall, tz, cron.every_hour, gap, fold)
+                for moment in moments:
                     unrolled.append((moment, wall))
+                if not moments and closed(day):
+                    # Skipped by the gap, but on a held date: it rolls all the same (the
+                    # DST rules apply on the date it lands on), placed by its shifted
+                    # instant among its neighbours.
+                    unrolled.append((wall.replace(tzinfo=tz, fold=0).astimezone(UTC), wall))
         day += timedelta(days=1)
     unrolled.sort()
     kept = {moment for moment, _ in unrolled}

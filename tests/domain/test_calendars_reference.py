@@ -19,6 +19,7 @@ EXPRESSIONS = st.sampled_from(
     [
         "0 9 * * *",
         "30 2 * * *",
+        "30 2 * * SUN",  # weekly, in the spring gap of zones that change on a Sunday
         "0 0 * * *",
         "30 1 * * *",
         "0 9 * * MON-FRI",
