@@ -20,6 +20,7 @@ from domain._wallclock import (
     GAP_SHIFTED,
     ONE_SECOND,
     UTC,
+    local_wall,
     offset_at,
     read_wall,
     transition_between,
@@ -47,6 +48,8 @@ def next_fire(
     skipped: GapSkipped | None = None,
 ) -> Found | None:
     """The first fire strictly after the aware UTC whole-second `after`, or None."""
+    if local_wall(after, tz) is None:  # before year 1 here: the first wall time fires
+        return _first_from_year_one(schedule, tz, after, gap, fold, skipped)
     local = after.astimezone(tz)
     wall_after = local.replace(tzinfo=None)
     offset_after = local.utcoffset()
@@ -74,6 +77,26 @@ def next_fire(
                 best = (moment, wall, flags)
                 windows = _beating_walls(tz, after, moment)
         lowest = wall + ONE_SECOND
+
+
+def _first_from_year_one(
+    schedule: CronSchedule,
+    tz: ZoneInfo,
+    after: datetime,
+    gap: str,
+    fold: str,
+    skipped: GapSkipped | None,
+) -> Found | None:
+    """The first fire of the schedule's wall times from 0001-01-01 00:00:00, all of
+    which are later than `after` (it lies before year 1 in `tz`)."""
+    for wall in schedule.walls_from(datetime.min):
+        readings = read_wall(wall, tz, gap, fold, schedule.all_hours)
+        if not readings and skipped is not None:
+            skipped(wall_instant(wall, tz), wall)
+        for moment, flags in readings:
+            if moment > after:
+                return moment, wall, flags
+    return None
 
 
 def _early_candidate(

@@ -74,6 +74,18 @@ def instant(value: datetime, tz: ZoneInfo) -> datetime:
     return value.astimezone(UTC).replace(microsecond=0)
 
 
+def local_wall(moment: datetime, tz: ZoneInfo) -> datetime | None:
+    """The naive wall time of the aware `moment` in `tz`; None when that is before the
+    year 1 (the first hours of year 1 in UTC, in a zone behind it): every wall time
+    there is then later than `moment`."""
+    try:
+        return moment.astimezone(tz).replace(tzinfo=None)
+    except OverflowError:
+        if moment.year == 1:
+            return None
+        raise
+
+
 def wall_instant(wall: datetime, tz: ZoneInfo) -> datetime:
     """The one instant a naive wall time fires at under the fold=0 rule."""
     return wall.replace(tzinfo=tz, fold=0).astimezone(UTC)

@@ -232,3 +232,32 @@ def test_schema_takes_every_as_seconds_or_iso_and_gives_seconds() -> None:
     given = TRIGGER_ADAPTER.json_schema(mode="serialization")["$defs"]["IntervalTrigger"]
     assert taken["anyOf"] == [{"type": "integer"}, {"type": "string"}]
     assert given["properties"]["every"]["type"] == "integer"
+
+
+@pytest.mark.parametrize(
+    ("trigger", "first"),
+    [
+        # Year 1 at 00:00 UTC is still the year 0 in a zone behind UTC: every wall time
+        # there is later, and the first of them fires (it found none before).
+        (
+            CalendarTrigger.model_validate(
+                {"days": 1, "start_date": "0001-01-05", "timezone": "Etc/GMT+5"}
+            ),
+            datetime(1, 1, 5, 5, tzinfo=UTC),
+        ),
+        (
+            CronTrigger(expression="0 0 1 1 *", timezone="Etc/GMT+12"),
+            datetime(1, 1, 1, 12, tzinfo=UTC),
+        ),
+        (  # local mean time, -4:56:02
+            CronTrigger(expression="0 0 1 1 *", timezone="America/New_York"),
+            datetime(1, 1, 1, 4, 56, 2, tzinfo=UTC),
+        ),
+    ],
+)
+def test_the_first_hours_of_year_1_in_a_zone_behind_utc_have_fire_times(
+    trigger: AnyTrigger, first: datetime
+) -> None:
+    start = datetime(1, 1, 1, tzinfo=UTC)
+    assert trigger.next_fire_time(start) == first
+    assert trigger.annotated(start, 2).occurrences[0].at == first
