@@ -16,6 +16,7 @@ from application.sync import TaskSync
 from entrypoints.container import Container, build_container
 from entrypoints.http.auth import FailureLimiter, bearer_guard
 from entrypoints.http.backfills import BackfillController
+from entrypoints.http.body import MAX_BODY_BYTES
 from entrypoints.http.calendars import CalendarController
 from entrypoints.http.console import console_router
 from entrypoints.http.console.errors import UNROUTED_HANDLERS
@@ -33,11 +34,6 @@ from entrypoints.http.sync import SyncController
 from entrypoints.http.tasks import TaskController
 from entrypoints.metrics import PrometheusObserver
 from entrypoints.runtime import running
-
-# Task bodies are small; anything this large is a mistake or an attack. The one route
-# that takes many tasks at once, `POST /tasks/apply`, has a limit of its own
-# (entrypoints/http/sync.py: APPLY_MAX_BODY_BYTES).
-MAX_BODY_BYTES = 1024 * 1024
 
 
 def create_app(

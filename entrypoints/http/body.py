@@ -36,6 +36,10 @@ if TYPE_CHECKING:  # only in signatures Litestar never inspects
 M = TypeVar("M", bound=BaseModel)
 
 JSON = "application/json"
+# Task bodies are small; anything this large is a mistake or an attack. The one route
+# that takes many tasks at once, `POST /tasks/apply`, has a limit of its own
+# (entrypoints/http/sync.py: APPLY_MAX_BODY_BYTES).
+MAX_BODY_BYTES = 1024 * 1024
 MERGE_PATCH_JSON = "application/merge-patch+json"
 
 

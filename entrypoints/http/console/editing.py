@@ -23,13 +23,14 @@ from litestar.response import Redirect
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from domain.errors import DuplicateTaskName, InvalidRequest, TaskNotFound, VersionConflict
+from domain.history import TaskVersion
 from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import actor_of
-from entrypoints.http.body import refuse_nul, strictly
+from entrypoints.http.body import MAX_BODY_BYTES, refuse_nul, strictly
 from entrypoints.http.console.access import current_session
 from entrypoints.http.console.forms import form_text
-from entrypoints.http.console.history import without_literal_credentials
+from entrypoints.http.console.history import change_lines, without_literal_credentials
 from entrypoints.http.console.rendering import render
 from entrypoints.json_text import read_json
 
@@ -41,13 +42,19 @@ EXAMPLE: dict[str, Any] = {
     "target": {"url": "https://example.com/reports/nightly", "method": "POST"},
     "tags": ["reports"],
 }
-MAX_DEFINITION = 256 * 1024  # characters: far more than a task needs
+# Characters: twice what the API takes in a body (1 MiB), so that the definition of any
+# task the API took, as the editor shows it, can be saved again unchanged.
+MAX_DEFINITION = 2 * MAX_BODY_BYTES
 # A form's body at most: the definition URL-encoded (up to 12 bytes a character).
 MAX_FORM_BYTES = 12 * MAX_DEFINITION + 64 * 1024
 
 
 def definition_text(fields: dict[str, Any]) -> str:
-    return json.dumps(fields, indent=2, ensure_ascii=False)
+    """The definition as the editor shows it: indented, unless that would pass the
+    editor's limit (a body near the API's, of many short items, grows several times
+    when indented); then compact, which any task the API took fits."""
+    text = json.dumps(fields, indent=2, ensure_ascii=False)
+    return text if len(text) <= MAX_DEFINITION else json.dumps(fields, ensure_ascii=False)
 
 
 def _writer_only(request: Request[Any, Any, Any]) -> None:
@@ -179,7 +186,10 @@ class TaskEditing(Controller):
             return _form(request, task, kept, text, errors, made_for=made_for)
         except VersionConflict:
             conflict = "the task changed since this form was opened"
-            return _form(request, task, kept, text, [], made_for=made_for, conflict=conflict)
+            since = await _changes_since(scheduling, task, kept)
+            return _form(
+                request, task, kept, text, [], made_for=made_for, conflict=conflict, since=since
+            )
         done = "saved" if saved.version != kept else "unchanged"
         return Redirect(f"/ui/tasks/{saved.name}?done={done}", status_code=303)
 
@@ -223,6 +233,19 @@ async def _refused_delete(
     )
 
 
+# The versions a refused edit lists at most: what changed since its form was opened.
+CHANGES_SHOWN = 20
+
+
+async def _changes_since(
+    scheduling: SchedulingService, task: Task, version: int
+) -> list[tuple[TaskVersion, list[tuple[str, str, str]]]]:
+    """The task's versions after `version`, newest first, each with its changed fields
+    (as the task page's history shows them)."""
+    page = await scheduling.task_history(task.id, CHANGES_SHOWN)
+    return [(v, change_lines(v.changes)) for v in page.items if v.version > version]
+
+
 def _spec(data: dict[str, Any]) -> TaskSpec:
     """`data` validated as the API validates a body; what the API answers 400 (nesting
     past what its parser reads) is a field error here, so the text comes back."""
@@ -248,6 +271,7 @@ def _form(
     *,
     made_for: str | None = None,
     conflict: str | None = None,
+    since: list[tuple[TaskVersion, list[tuple[str, str, str]]]] | None = None,
 ) -> Response[str]:
     """The editor: a new task's (`task` None, no `conflict`), or an edit's, made for the
     task of id `made_for` (by default `task`'s) at `version`. A `conflict` (409) keeps
@@ -264,6 +288,7 @@ def _form(
         text=text,
         errors=errors,
         conflict=conflict,
+        since=since or [],
         max_definition=MAX_DEFINITION,
         live=False,
     )
