@@ -33,7 +33,7 @@ def past_range() -> tuple[datetime, datetime, list[datetime]]:
 
 
 def form_time(instant: datetime) -> str:
-    """As a datetime-local input sends it: no offset (the form says UTC)."""
+    """As a datetime-local input sends it: no offset (read in the zone the form names)."""
     return instant.strftime("%Y-%m-%dT%H:%M:%S")
 
 
@@ -218,6 +218,43 @@ async def test_a_range_the_use_case_refuses_comes_back_with_the_form(
     assert f'value="{start}"' in shown.text and f'value="{end}"' in shown.text
 
 
+@pytest.mark.parametrize(("zone", "offset"), [(None, timedelta(hours=9)), ("utc", timedelta(0))])
+async def test_the_form_reads_its_times_in_the_task_zone_as_explain_does_or_in_utc(
+    open_console: Client, zone: str | None, offset: timedelta
+) -> None:
+    tokyo = {"kind": "cron", "expression": "0 3 * * *", "timezone": "Asia/Tokyo"}
+    body = cron_task("http://127.0.0.1:9/", name="daily", trigger=tokyo)
+    assert (await open_console.post("/tasks", json=body)).status_code == 201
+    page = await open_console.get("/ui/tasks/daily")
+    assert '<option value="task" selected>Asia/Tokyo</option>' in page.text
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=2)
+    form = {"csrf_token": csrf_of(page.text), "start": form_time(start), "dry_run": "on"}
+    form |= {"end": form_time(start + timedelta(days=1))} | ({"zone": zone} if zone else {})
+
+    shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
+
+    assert shown.status_code == 200, shown.text
+    read = re.search(r'from <time datetime="([^"]+)"', shown.text)
+    assert read and datetime.fromisoformat(read[1]) == start - offset
+    again = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', shown.text))
+    assert again["zone"] == (zone or "task")  # running what was shown reads it alike
+
+
+async def test_a_zone_the_form_does_not_offer_is_named(open_console: Client) -> None:
+    body = cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY)
+    assert (await open_console.post("/tasks", json=body)).status_code == 201
+    page = await open_console.get("/ui/tasks/daily")
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=2)
+    form = {"csrf_token": csrf_of(page.text), "start": form_time(start), "zone": "mars"}
+    form |= {"end": form_time(start + timedelta(days=1))}
+
+    refused = await open_console.post("/ui/tasks/daily/backfill", data=form)
+
+    assert refused.status_code == 422
+    assert 'id="b-zone-error">must be task or utc' in refused.text
+    assert (await open_console.get("/runs")).json()["items"] == []
+
+
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_a_backfill_from_the_task_page_runs_each_occurrence_with_its_key(
@@ -229,8 +266,8 @@ def test_a_backfill_from_the_task_page_runs_each_occurrence_with_its_key(
     log_in(page)
     page.goto(f"/ui/tasks/{task['name']}")
     page.get_by_text("Backfill: run past occurrences again").click()
-    page.get_by_label("From (UTC)").fill(form_time(start))
-    page.get_by_label("To (UTC, not in the future)").fill(form_time(end))
+    page.get_by_label("From", exact=True).fill(form_time(start))
+    page.get_by_label("To (not in the future)").fill(form_time(end))
     page.get_by_role("button", name="Backfill", exact=True).click()
 
     page.wait_for_url("**/ui/runs?backfill=*")

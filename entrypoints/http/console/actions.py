@@ -33,7 +33,7 @@ from entrypoints.http.console.access import (
     return_path,
     session_cookie,
 )
-from entrypoints.http.console.forms import backfill_request, form_text
+from entrypoints.http.console.forms import backfill_request, chosen_zone, form_text
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
 
@@ -105,17 +105,20 @@ class ConsoleActions(Controller):
         values = {
             "start": form_text(form.get("start")),
             "end": form_text(form.get("end")),
+            "zone": form_text(form.get("zone")) or "task",
             "overlap": form_text(form.get("overlap")),
             "only_missing": form.get("only_missing") == "on",
             "dry_run": form.get("dry_run") == "on",
         }
         try:
+            task = await scheduling.get_task(ref)
             wanted = backfill_request(
                 values["start"],
                 values["end"],
                 overlap=values["overlap"],
                 only_missing=bool(values["only_missing"]),
                 dry_run=bool(values["dry_run"]),
+                zone=chosen_zone(str(values["zone"]), task.trigger.timezone),
             )
             made = await backfills.backfill(ref, wanted, actor=actor_of(request))
         except InvalidRequest as exc:

@@ -15,11 +15,9 @@ from litestar.params import FromPath, QueryParameter
 from application.scheduling import SchedulingService
 from domain.errors import InvalidRequest
 from domain.explain import Explanation
-from entrypoints.http.console.forms import wall_instant
+from entrypoints.http.console.forms import chosen_zone, wall_instant
 from entrypoints.http.console.rendering import render
 
-# The form's `zone`: the wall time is read in the task's zone, or in UTC.
-ZONES = ("task", "utc")
 MAX_AT = 100  # characters of `at`
 # The instants explain answers for (application.explain.explainable), in the words of
 # its own refusal.
@@ -52,9 +50,7 @@ class ExplainPage(Controller):
         explanation: Explanation | None = None
         asked: datetime | None = None
         try:
-            if zone not in ZONES:
-                raise InvalidRequest("zone", "must be task or utc")
-            wall_zone = task.trigger.timezone if zone == "task" else "UTC"
+            wall_zone = chosen_zone(zone, task.trigger.timezone)
             try:
                 if len(at) > MAX_AT:
                     raise InvalidRequest("at", f"is longer than {MAX_AT} characters")

@@ -17,6 +17,19 @@ def form_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+# A form's `zone`: its wall times are read in the task's zone, or in UTC (the explain
+# and backfill forms of a task page, alike).
+ZONES = ("task", "utc")
+
+
+def chosen_zone(value: str, task_zone: str) -> str:
+    """The zone a task form's wall times are read in. Raises InvalidRequest naming
+    `zone` for a value other than ZONES."""
+    if value not in ZONES:
+        raise InvalidRequest("zone", "must be task or utc")
+    return task_zone if value == "task" else "UTC"
+
+
 def form_instant(field: str, text: str) -> datetime | None:
     """A time from a form: ISO 8601; without an offset it is UTC (the forms say so)."""
     return wall_instant(field, text, "UTC")
@@ -49,16 +62,23 @@ def wall_instant(
 
 
 def backfill_request(
-    start: Any, end: Any, *, overlap: Any, only_missing: bool, dry_run: bool
+    start: Any,
+    end: Any,
+    *,
+    overlap: Any,
+    only_missing: bool,
+    dry_run: bool,
+    zone: str = "UTC",
 ) -> BackfillRequest:
-    """The backfill form's fields as a BackfillRequest (`overlap` left out: the API's
+    """The backfill form's fields as a BackfillRequest, `start` and `end` read as wall
+    times in `zone` unless written with an offset (`overlap` left out: the API's
     default, `buffer_all`). Raises InvalidRequest naming every missing or malformed
     field."""
     instants: dict[str, datetime] = {}
     errors: list[FieldError] = []
     for field, text in (("start", start), ("end", end)):
         try:
-            instant = form_instant(field, text if isinstance(text, str) else "")
+            instant = wall_instant(field, text if isinstance(text, str) else "", zone)
         except InvalidRequest as exc:
             errors.extend(exc.errors)
             continue
