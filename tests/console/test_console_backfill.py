@@ -87,6 +87,9 @@ async def test_a_dry_run_offers_to_run_what_it_showed_in_the_task_zone(
     assert "dry_run" not in again and again["start"] == form["start"]
     made = await open_console.post("/ui/tasks/daily/backfill", data=again, follow_redirects=False)
     assert made.status_code == 303 and made.headers["location"].startswith("/ui/runs?backfill=")
+    heading = (await open_console.get(made.headers["location"])).text
+    # In the form's words, not the API's: only_missing and overlap allow_all.
+    assert "only occurrences without a succeeded run · all at once" in heading
 
     backfill_id = made.headers["location"].rpartition("=")[2]
     runs = (await open_console.get("/runs", params={"backfill": backfill_id})).json()["items"]
@@ -234,10 +237,16 @@ async def test_the_form_reads_its_times_in_the_task_zone_as_explain_does_or_in_u
     shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
 
     assert shown.status_code == 200, shown.text
-    read = re.search(r'from <time datetime="([^"]+)"', shown.text)
+    read = re.search(r'<dt>From</dt><dd><time datetime="([^"]+)"', shown.text)
     assert read and datetime.fromisoformat(read[1]) == start - offset
     again = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', shown.text))
     assert again["zone"] == (zone or "task")  # running what was shown reads it alike
+    # Another range starts from this one: the form again, filled in.
+    assert "<summary>Change the range</summary>" in shown.text
+    assert (
+        f'id="b-start" name="start" type="datetime-local" step="1" required value="{form["start"]}"'
+        in shown.text
+    )
 
 
 async def test_a_zone_the_form_does_not_offer_is_named(open_console: Client) -> None:

@@ -142,6 +142,7 @@ class ConsoleActions(Controller):
                 request,
                 "backfill.html",
                 ref=ref,
+                task=task,
                 backfill=made,
                 wanted=wanted,
                 values=values,
