@@ -18,6 +18,7 @@ from entrypoints.http.console.access import (
     Session,
     remember_new_session,
 )
+from entrypoints.http.console.links import linked_ids
 from entrypoints.http.console.words import local_time, relative_words, utc_time
 
 HERE = Path(__file__).parent
@@ -50,7 +51,7 @@ _environment = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_environment.filters.update(local_time=local_time, utc_time=utc_time)
+_environment.filters.update(local_time=local_time, utc_time=utc_time, linked_ids=linked_ids)
 _environment.globals.update(relative_words=relative_words, csrf_field=CSRF_FIELD)
 
 
