@@ -43,6 +43,7 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
             "tags": ["nightly"],
             "trigger": {"kind": "interval", "every": 900, "calendar": {"name": name}},
             "target": {"url": target.url(f"/{name}")},
+            "notify": {"url": target.url(f"/{name}-events")},  # for the events page
         },
     ).json()
     runs = [api.post(f"/tasks/{task['id']}/runs").json() for _ in range(2)]
@@ -53,6 +54,8 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "runs": "/ui/runs",
         "calendars": "/ui/calendars",
         "calendar": f"/ui/calendars/{name}",
+        "events": "/ui/events",
+        "events, refused": "/ui/events?status=nosuch",
         "not found": "/ui/tasks/no-such-task",
         "explain": f"/ui/tasks/{name}/explain",
         "explain, refused": f"/ui/tasks/{name}/explain?at=yesterday",
@@ -73,6 +76,8 @@ def subjects(api: httpx.Client, target: RecordingTarget) -> dict[str, str]:
         "runs",
         "calendars",
         "calendar",
+        "events",
+        "events, refused",
         "not found",
         "explain",
         "explain, refused",

@@ -14,6 +14,7 @@ from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, Login
 from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.editing import TaskEditing, TaskEditorForms
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
+from entrypoints.http.console.event_pages import EventPages
 from entrypoints.http.console.explain_page import ExplainPage
 from entrypoints.http.console.pages import ConsolePages
 from entrypoints.http.console.rendering import STATIC_DIR, console_headers
@@ -37,7 +38,14 @@ def console_router(
     )
     guarded = Router(
         path="/",
-        route_handlers=[ConsolePages, ExplainPage, TaskEditorForms, CalendarPages, actions],
+        route_handlers=[
+            ConsolePages,
+            ExplainPage,
+            TaskEditorForms,
+            CalendarPages,
+            EventPages,
+            actions,
+        ],
         guards=[in_turn(session_guard(tokens), nul_guard)],
     )
     static = create_static_files_router(
