@@ -85,9 +85,9 @@ async def explain(
         made = [run for run in at_it if not run.manual] or backfilled(at_it)
         if made:
             return from_runs(occurrence, made, None, spec, [], in_force.version)
-        if then is None:
+        if then is None:  # the occurrence came before the task; `at` did not
             detail = f"the task did not exist at {stamp(occurrence)}"
-            return not_scheduled(occurrence, detail, None)
+            return not_scheduled(occurrence, detail, in_force)
         resumed = await _next_version(store, task_id, then)
         return not_scheduled(occurrence, paused_detail(then, resumed), then)
     if occurrence > now:

@@ -117,9 +117,11 @@ def conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, An
     return problem(409, "duplicate-name" if duplicate else "run-not-running", str(exc))
 
 
-def version_conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def version_conflict(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    what = "calendar" if isinstance(exc, CalendarVersionConflict) else "task"
+    # An If-Match no version matches is said of what the route writes.
+    of_calendar = request.url.path.startswith("/calendars")
+    what = "calendar" if isinstance(exc, CalendarVersionConflict) or of_calendar else "task"
     return problem(412, "stale-version", f"{detail}; read the {what} again and retry")
 
 

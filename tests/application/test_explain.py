@@ -169,3 +169,22 @@ async def test_before_the_task_existed_and_for_an_unknown_task(
     assert answer.detail == "not scheduled: the task did not exist at 2026-03-07T11:59:00Z"
     with pytest.raises(TaskNotFound):
         await service.explain("nobody", T0)
+
+
+async def test_an_occurrence_before_the_task_asked_about_after_it_names_the_version_then(
+    service: SchedulingService, clock: FakeClock
+) -> None:
+    # Hourly, made at 12:00:30: asked at 12:00:40, the occurrence is 12:00:00, before the
+    # task; the version in force at the instant asked about is version 1.
+    hourly = {"name": "hourly", "trigger": {"kind": "cron", "expression": "0 * * * *"}}
+    clock.set(T0 + 30 * SECOND)
+    await service.create_task(task_spec(**hourly))
+
+    answer = await service.explain("hourly", T0 + 40 * SECOND)
+
+    assert (answer.verdict, answer.occurrence, answer.task_version) == (
+        Verdict.NOT_SCHEDULED,
+        T0,
+        1,
+    )
+    assert answer.detail == "not scheduled: the task did not exist at 2026-03-07T12:00:00Z"

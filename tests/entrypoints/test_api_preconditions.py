@@ -127,3 +127,15 @@ async def test_a_calendar_put_keeps_the_same_preconditions_as_a_task_put(api: Cl
     assert (replaced.status_code, replaced.json()["version"]) == (200, 2)
     odd = await api.put("/calendars/holidays", json=days, headers={"If-None-Match": '"2"'})
     assert assert_problem(odd, 422)["errors"][0]["field"] == "If-None-Match"
+
+
+async def test_an_if_match_no_version_matches_on_a_calendar_says_read_the_calendar(
+    api: Client,
+) -> None:
+    assert (await api.post("/calendars", json={"name": "office"})).status_code == 201
+
+    response = await api.delete("/calendars/office", headers={"If-Match": "null"})
+
+    detail = assert_problem(response, 412)["detail"]
+    assert detail.endswith("read the calendar again and retry"), detail
+    assert (await api.get("/calendars/office")).status_code == 200
