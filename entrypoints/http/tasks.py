@@ -349,7 +349,10 @@ class TaskController(Controller):
         scheduling: NamedDependency[SchedulingService],
         at: Annotated[
             datetime | None,
-            QueryParameter(description="An instant with its offset; default now."),
+            QueryParameter(
+                description="An instant with its offset, from 1970 to 8999 (another is a "
+                "422 naming `at`); default now."
+            ),
         ] = None,
     ) -> ExplainAnswer:
         return ExplainAnswer.of(await scheduling.explain(id, at))
