@@ -271,7 +271,7 @@ def test_the_task_page_links_the_calendar_it_names_and_its_dates_are_listed(
     expect()(row).to_contain_text("2 (2030-12-24 to 2031-01-02)")
 
 
-@pytest.mark.parametrize("where", ["tasks", "task", "runs"])
+@pytest.mark.parametrize("where", ["tasks", "task", "runs", "events"])
 def test_at_1280_px_no_word_in_a_table_is_broken(
     where: str, new_page: Any, api: httpx.Client, target: RecordingTarget
 ) -> None:
@@ -281,6 +281,7 @@ def test_at_1280_px_no_word_in_a_table_is_broken(
         "tags": ["reporting", "finance"],
         "trigger": {"kind": "cron", "expression": "*/7 * * * *"},
         "target": {"url": target.url(long_url)},
+        "notify": {"url": target.url(long_url + "events"), "events": ["run.failed"]},
     }
     task = api.post("/tasks", json=body).json()
     target.respond(long_url, Response(503, b"unavailable"))
@@ -288,7 +289,8 @@ def test_at_1280_px_no_word_in_a_table_is_broken(
     wait_for(lambda: api.get(f"/runs/{run['id']}").json()["status"] == "failed")
     page = new_page(width=1280)
     log_in(page)
-    page.goto({"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "runs": "/ui/runs"}[where])
+    paths = {"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "runs": "/ui/runs"}
+    page.goto((paths | {"events": "/ui/events"})[where])
     # Each word of a cell laid out on one line: one client rect per word. A string
     # longer than 40 characters (a URL) may still be broken to fit its column.
     broken = page.evaluate(
