@@ -26,7 +26,7 @@ from entrypoints.cli_api import API_EXIT_CODES
 from entrypoints.cli_api import add_commands as add_api_commands
 from entrypoints.cli_apply import add_command as add_apply_command
 from entrypoints.container import build_container
-from entrypoints.database_wait import driver_reason, initialize_when_reachable
+from entrypoints.database_wait import driver_reason, initialize_unless_stopped
 from entrypoints.logs import configure_logging
 from entrypoints.runtime import log
 from entrypoints.serving import ListenError, serve
@@ -89,9 +89,11 @@ def init_db(args: argparse.Namespace) -> int:
             "(e.g. postgresql://user@host:5432/dbname)"
         )
     statements = asyncio.run(
-        initialize_when_reachable(settings.database_url, settings.db_schema, settings.database_wait)
+        initialize_unless_stopped(settings.database_url, settings.db_schema, settings.database_wait)
     )
-    if statements:
+    if statements is None:
+        log.info("stopped before PostgreSQL could be reached: nothing was done")
+    elif statements:
         print(f"schema {settings.db_schema}: {len(statements)} statements run")
     else:
         print(f"schema {settings.db_schema}: up to date")
@@ -254,8 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "serve",
         help="run the HTTP API and the trigger engine",
-        description="Run the HTTP API and the trigger engine in one process until SIGTERM "
-        "or SIGINT, then stop gracefully: finish requests in flight, let runs in flight "
+        description="Run the HTTP API and the trigger engine in one process until SIGTERM, "
+        "SIGINT or SIGHUP, then stop gracefully: finish requests in flight, let runs in flight "
         "finish (up to SCHEDULER_DRAIN_TIMEOUT seconds), close connections. On PostgreSQL "
         "the schema is created or upgraded at start. Without SCHEDULER_DATABASE_URL, tasks "
         "live in memory and nothing persists.",

@@ -109,7 +109,8 @@ def add_commands(commands: Any, formatter: type[argparse.HelpFormatter]) -> None
         "backfill",
         help="run a past range of a task's occurrences again (asks a running server)",
         description="Ask a running server to make a run for each of the task's fire times "
-        "in [--start, --end] (at most 1,000, none in the future), each called with its "
+        "in [--start, --end] (at most 1,000, none in the future, nor older than the run "
+        "retention), each called with its "
         "occurrence's Idempotency-Key. Occurrences that already succeeded are left out "
         "unless --all. The server is --url or SCHEDULER_URL, the token --token or "
         "SCHEDULER_TOKEN.",

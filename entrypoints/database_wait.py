@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 
 from adapters.postgres import initialize
 from domain.errors import StoreUnavailable
@@ -55,6 +56,25 @@ async def initialize_when_reachable(
             if await _stopped_within(stopping, pause):
                 raise StoppedWhileWaiting from None
             pause = min(pause * 2, LONGEST_PAUSE)
+
+
+async def initialize_unless_stopped(url: str, schema: str, wait: float) -> list[str] | None:
+    """`initialize_when_reachable` for `init-db`: SIGTERM, SIGINT or SIGHUP during the
+    wait ends it at once (None: nothing was done), as a stop ends `serve`'s wait. Once
+    the database answers, the statements run to their end: a schema half made would be
+    made whole by the next run, but an operator stopping a wait wants no more than that."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    for signum in signals:
+        loop.add_signal_handler(signum, stopping.set)
+    try:
+        return await initialize_when_reachable(url, schema, wait, stopping)
+    except StoppedWhileWaiting:
+        return None
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
 
 
 async def _stopped_within(stopping: asyncio.Event | None, seconds: float) -> bool:

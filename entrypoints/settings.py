@@ -150,6 +150,13 @@ class Settings(BaseSettings):
         # A libpq keyword/value string ("host=db dbname=scheduler") is fine too.
         if value is not None and not url and "=" not in value:
             raise ValueError("must be a postgresql:// URL or a libpq connection string")
+        if value is not None and url and _ambiguous_user_info(value):
+            # libpq would split it elsewhere than the password ends, and show the rest
+            # of the password back as a host, a port or a database in its errors.
+            raise ValueError(
+                "holds an '@' that does not end its user info: a password with '@', '/', "
+                "'?' or '#' in it must be percent-encoded (%40, %2F, %3F, %23)"
+            )
         if value is not None:
             try:  # libpq's own parse: an unknown parameter is named here, not at connect
                 params = conninfo_to_dict(value)
@@ -305,6 +312,14 @@ def _check_connection_values(params: dict[str, Any]) -> None:
     sslmode = params.get("sslmode")
     if sslmode is not None and sslmode not in _SSL_MODES:
         raise ValueError(f"sslmode must be one of {', '.join(_SSL_MODES)} (got {sslmode!r})")
+
+
+def _ambiguous_user_info(url: str) -> bool:
+    """Whether a postgresql:// URL has more than one '@' before its path, or an '@' past
+    it: user info that libpq and a reader would split in different places."""
+    rest = url.split("://", 1)[1]
+    authority, *after = re.split(r"[/?#]", rest, maxsplit=1)
+    return authority.count("@") > 1 or ("@" in after[0] if after else False)
 
 
 def without_password(message: str, conninfo: str) -> str:

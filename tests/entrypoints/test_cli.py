@@ -217,6 +217,27 @@ def test_a_database_url_libpq_cannot_read_is_a_settings_error_naming_why_and_no_
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:s3cret@pw-tail@127.0.0.1:5432/jobs",  # libpq's host: "pw-tail@…"
+        "postgresql://app:s3cret/pw-tail@127.0.0.1:5432/jobs",  # libpq's port: "s3cret"
+        "postgresql://app:s3cret?pw-tail@127.0.0.1:5432/jobs",
+    ],
+)
+@pytest.mark.parametrize("command", ["serve", "init-db"])
+def test_a_password_with_an_unencoded_at_or_slash_is_refused_showing_none_of_it(
+    url: str, command: str
+) -> None:
+    result = run_cli(command, SCHEDULER_DATABASE_URL=url, SCHEDULER_DATABASE_WAIT="0")
+
+    assert result.returncode == 78, result.stderr
+    assert "SCHEDULER_DATABASE_URL: holds an '@' that does not end its user info" in result.stderr
+    assert "percent-encoded (%40, %2F, %3F, %23)" in result.stderr
+    for piece in ("s3cret", "pw-tail"):
+        assert piece not in result.stderr + result.stdout
+
+
 @pytest.mark.postgres
 def test_init_db_names_a_database_that_does_not_exist_and_no_password(database_url: str) -> None:
     missing = make_conninfo(database_url, dbname="no_such_scheduler_db", password="s3cret-pw")

@@ -5,13 +5,15 @@ time, and start as soon as it answers."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import tempfile
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from bench.soak_proxy import FaultyProxy
-from tests.entrypoints.live import LiveServer, run_cli
+from tests.entrypoints.live import LiveServer, clean_environ, cli_command, run_cli
 from tests.fixtures.waiting import wait_for
 
 pytestmark = pytest.mark.postgres
@@ -89,3 +91,36 @@ def test_init_db_gives_up_when_the_wait_is_over_saying_why(
     assert last.startswith("imbi-scheduler: error: the database is unavailable: ")
     assert "Connection refused" in last
     assert "Traceback" not in result.stderr
+
+
+def test_init_db_stopped_while_it_waits_exits_cleanly_having_done_nothing(
+    closed_door: tuple[FaultyProxy, str], fresh_schema: str
+) -> None:
+    _, url = closed_door
+    environ = {
+        "SCHEDULER_DATABASE_URL": url,
+        "SCHEDULER_SCHEMA": fresh_schema,
+        "SCHEDULER_DATABASE_WAIT": "60",
+    }
+    with tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(
+            [*cli_command(), "init-db"],
+            env=clean_environ(environ),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
+
+        def said_it_waits() -> bool:
+            err.seek(0)
+            return WAITING in err.read()
+
+        wait_for(said_it_waits, what="a word that it waits")
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=10)  # at once, not at the end of the 60 s
+        err.seek(0)
+        log = err.read()
+
+    assert code == 0, log
+    assert "stopped before PostgreSQL could be reached: nothing was done" in log
+    assert "Traceback" not in log
