@@ -20,7 +20,7 @@ from domain._wallclock import (
     GAP_SHIFTED,
     ONE_SECOND,
     UTC,
-    local_wall,
+    local_reading,
     offset_at,
     read_wall,
     transition_between,
@@ -48,9 +48,9 @@ def next_fire(
     skipped: GapSkipped | None = None,
 ) -> Found | None:
     """The first fire strictly after the aware UTC whole-second `after`, or None."""
-    if local_wall(after, tz) is None:  # before year 1 here: the first wall time fires
+    local = local_reading(after, tz)
+    if local is None:  # before year 1 here: the first wall time fires
         return _first_from_year_one(schedule, tz, after, gap, fold, skipped)
-    local = after.astimezone(tz)
     wall_after = local.replace(tzinfo=None)
     offset_after = local.utcoffset()
     assert offset_after is not None

@@ -74,12 +74,12 @@ def instant(value: datetime, tz: ZoneInfo) -> datetime:
     return value.astimezone(UTC).replace(microsecond=0)
 
 
-def local_wall(moment: datetime, tz: ZoneInfo) -> datetime | None:
-    """The naive wall time of the aware `moment` in `tz`; None when that is before the
-    year 1 (the first hours of year 1 in UTC, in a zone behind it): every wall time
-    there is then later than `moment`."""
+def local_reading(moment: datetime, tz: ZoneInfo) -> datetime | None:
+    """The aware `moment` read in `tz`; None when that is before the year 1 (the first
+    hours of year 1 in UTC, in a zone behind it): every wall time there is then later
+    than `moment`."""
     try:
-        return moment.astimezone(tz).replace(tzinfo=None)
+        return moment.astimezone(tz)
     except OverflowError:
         if moment.year == 1:
             return None

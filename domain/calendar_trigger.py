@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from domain._wallclock import local_wall, read_wall, wall_instant, zone
+from domain._wallclock import local_reading, read_wall, wall_instant, zone
 from domain.calendars import CalendarRef
 from domain.occurrences import MONTH_CLAMPED, Occurrence, Omission
 from domain.read_back import read_back
@@ -117,7 +117,7 @@ class CalendarTrigger(BoundedSchedule):
         tz = zone(self.timezone)
         first = self.first_date()
         policy = self.dst or DEFAULT_DST
-        local = local_wall(floor, tz)  # None before year 1 here: from the first fire
+        local = local_reading(floor, tz)  # None before year 1 here: from the first fire
         elapsed = -1 if local is None else (local.date() - first).days
         k = max(0, int(elapsed / self._mean_step_days()) - 1)
         while k > 0 and wall_instant(self._wall(k, first)[0], tz) > floor:

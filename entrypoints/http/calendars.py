@@ -202,7 +202,7 @@ class CalendarController(Controller):
         if_match: IfMatch = None,
     ) -> Response[CalendarResource]:
         stored, _ = await calendars.patch(
-            name, data, expected_version(if_match), actor=actor_of(request)
+            name, data, expected_version(if_match, "calendar"), actor=actor_of(request)
         )
         return calendar_response(stored)
 
@@ -243,7 +243,7 @@ class CalendarController(Controller):
             calendar_from_ics, current.name, text, today=calendars.today()
         )
         stored, _ = await calendars.add_dates(
-            current.id, found, expected_version(if_match), actor=actor_of(request)
+            current.id, found, expected_version(if_match, "calendar"), actor=actor_of(request)
         )
         return calendar_response(stored)
 
@@ -260,7 +260,7 @@ class CalendarController(Controller):
         calendars: NamedDependency[CalendarService],
         if_match: IfMatch = None,
     ) -> None:
-        await calendars.delete(name, expected_version(if_match))
+        await calendars.delete(name, expected_version(if_match, "calendar"))
 
 
 def _unsupported(media_type: str) -> Response[Any]:

@@ -54,9 +54,14 @@ class Problem(BaseModel):
 
 
 class PreconditionFailed(HTTPException):
-    """An `If-Match` that can never match (not an entity tag this service issues)."""
+    """An `If-Match` that can never match (not an entity tag this service issues), sent
+    to write `what` (a task or a calendar)."""
 
     status_code = 412
+
+    def __init__(self, detail: str, what: str = "task") -> None:
+        super().__init__(detail=detail)
+        self.what = what
 
 
 class NotReady(Exception):
@@ -117,11 +122,12 @@ def conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, An
     return problem(409, "duplicate-name" if duplicate else "run-not-running", str(exc))
 
 
-def version_conflict(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+def version_conflict(_: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     detail = exc.detail if isinstance(exc, HTTPException) else str(exc)
-    # An If-Match no version matches is said of what the route writes.
-    of_calendar = request.url.path.startswith("/calendars")
-    what = "calendar" if isinstance(exc, CalendarVersionConflict) or of_calendar else "task"
+    if isinstance(exc, PreconditionFailed):
+        what = exc.what
+    else:
+        what = "calendar" if isinstance(exc, CalendarVersionConflict) else "task"
     return problem(412, "stale-version", f"{detail}; read the {what} again and retry")
 
 

@@ -74,8 +74,9 @@ def put_conditions(if_match: str | None, if_none_match: str | None) -> PutCondit
     )
 
 
-def expected_version(if_match: str | None) -> int | None:
-    """The version an `If-Match` header asks for; None for no header or `*`."""
+def expected_version(if_match: str | None, what: str = "task") -> int | None:
+    """The version an `If-Match` header asks for; None for no header or `*`. Raises
+    PreconditionFailed, about `what` the header is sent to write, for one naming none."""
     if if_match is None or if_match.strip() == "*":
         return None
     tags = [tag.strip().removeprefix("W/").strip('"') for tag in if_match.split(",")]
@@ -83,7 +84,8 @@ def expected_version(if_match: str | None) -> int | None:
     versions = [int(tag) for tag in tags if tag.isascii() and tag.isdigit() and len(tag) <= 20]
     if len(versions) != 1 or len(tags) != 1:
         raise PreconditionFailed(
-            detail=f"If-Match {if_match!r} does not name one version this service issued"
+            detail=f"If-Match {if_match!r} does not name one version this service issued",
+            what=what,
         )
     return versions[0]
 

@@ -122,8 +122,8 @@ class ConsoleActions(Controller):
             )
             made = await backfills.backfill(ref, wanted, actor=actor_of(request))
         except InvalidRequest as exc:
-            # The form again, as sent, each bad field named beside its input.
-            task = await scheduling.get_task(ref)
+            # The form again, as sent, each bad field named beside its input (the task
+            # was read before anything could be refused).
             errors = {e.field: e.message for e in exc.errors if e.field in values}
             others = [(e.field, e.message) for e in exc.errors if e.field not in values]
             return render(
@@ -137,7 +137,6 @@ class ConsoleActions(Controller):
                 live=False,
             )
         if wanted.dry_run:
-            task = await scheduling.get_task(ref)
             return render(
                 request,
                 "backfill.html",

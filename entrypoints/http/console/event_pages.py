@@ -13,6 +13,7 @@ from litestar.params import QueryParameter
 from application.events import EventListing
 from domain.errors import InvalidRequest
 from domain.events import Event, EventStatus
+from entrypoints.http.console.forms import status_filter
 from entrypoints.http.console.rendering import render
 
 EVENTS_PAGE_SIZE = 50
@@ -34,9 +35,7 @@ class EventPages(Controller):
         next_cursor = None
         errors: dict[str, str] = {}
         try:
-            if status and status not in STATUSES:
-                raise InvalidRequest("status", f"one of {', '.join(STATUSES)}")
-            wanted = EventStatus(status) if status else None
+            wanted = status_filter(status, EventStatus)
             page = await event_listing.list_events(wanted, EVENTS_PAGE_SIZE, cursor or None)
             events, next_cursor = page.items, page.next_cursor
         except InvalidRequest as exc:  # shown above the form, which keeps what was chosen

@@ -4,7 +4,8 @@ error name the form's field, as the API's name the body's."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, get_args
+from enum import StrEnum
+from typing import Any, TypeVar, get_args
 from zoneinfo import ZoneInfo
 
 from domain.backfills import BackfillOverlap, BackfillRequest
@@ -20,6 +21,21 @@ def form_text(value: Any) -> str:
 # A form's `zone`: its wall times are read in the task's zone, or in UTC (the explain
 # and backfill forms of a task page, alike).
 ZONES = ("task", "utc")
+
+
+S = TypeVar("S", bound=StrEnum)
+
+
+def status_filter(text: str, statuses: type[S]) -> S | None:
+    """A list page's `status` filter: None for none. Raises InvalidRequest naming
+    `status`, with the statuses there are, for another (a link may carry any text)."""
+    if not text:
+        return None
+    try:
+        return statuses(text)
+    except ValueError:
+        choices = ", ".join(status.value for status in statuses)
+        raise InvalidRequest("status", f"one of {choices}") from None
 
 
 def chosen_zone(value: str, task_zone: str) -> str:

@@ -22,7 +22,7 @@ from domain.errors import BackfillNotFound, InvalidRequest, RunNotFound, TaskNot
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.validation import FieldError
-from entrypoints.http.console.forms import form_instant
+from entrypoints.http.console.forms import form_instant, status_filter
 from entrypoints.http.console.history import change_lines, without_literal_credentials
 from entrypoints.http.console.pictures import (
     LISTED_FIRE_TIMES,
@@ -282,14 +282,12 @@ class ConsolePages(Controller):
 
 
 def _status(errors: dict[str, str], text: str) -> RunStatus | None:
-    """The status filter, or None with its error added to `errors` (a link may carry any
-    text: the list page names it, as it names a bad time)."""
-    if not text:
-        return None
+    """The status filter, or None with its error added to `errors` (the list page names
+    it, as it names a bad time)."""
     try:
-        return RunStatus(text)
-    except ValueError:
-        errors["status"] = "one of " + ", ".join(s.value for s in RunStatus)
+        return status_filter(text, RunStatus)
+    except InvalidRequest as exc:
+        errors.update((error.field, error.message) for error in exc.errors)
         return None
 
 
