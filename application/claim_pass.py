@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 from application.engine_runs import RunRunner
@@ -28,6 +29,23 @@ def claim_chunk(settings: EngineSettings) -> int:
     that while one half of a saturated engine's runs is being recorded, the other half
     is claimed and called."""
     return max(1, min(settings.batch_size, settings.max_concurrent_runs // 2))
+
+
+# Claims of one pass under way at once, once a claim came back full. Two let this
+# process turn one claim's rows into runs while PostgreSQL reads and writes the next;
+# a third only waits for this process's CPU (bench/claim.py, docs/engine.md).
+CLAIMS_IN_FLIGHT = 2
+
+
+@dataclass(slots=True)
+class _PassState:
+    """What one claim pass has learned so far."""
+
+    more: bool = True  # the last claim to land came back full (or none has landed)
+    backlog: bool = False  # a claim of this pass came back full
+    starved: bool = False  # more may be due, and no slot is free for a claim
+    claimed_at: datetime | None = None  # the instant of the last claim that was not full
+    failure: BaseException | None = None  # the first claim that failed
 
 
 class ClaimPass:
@@ -62,27 +80,91 @@ class ClaimPass:
     async def run(self, closed: Callable[[], bool]) -> datetime | None:
         """Claim batches while they come back full, slots are free and `closed()` is
         false. Returns the instant of the last claim, after which nothing claimable was
-        left due; None when no slot was free (`starved` is then set) or none was made."""
-        claimed_at = None
-        while not closed():
-            free = self.free
+        left due; None when no slot was free (`starved` is then set) or none was made.
+
+        A pass starts with one claim. Once one came back full (a backlog), it keeps
+        CLAIMS_IN_FLIGHT claims under way, each on a connection of its own, as far as
+        free slots allow: while one claim's rows become runs in this process, the next
+        is read and written by PostgreSQL. Every claim that commits is dispatched, also
+        when another one failed or the pass is cancelled."""
+        flight: dict[asyncio.Task[list[ClaimedRun]], tuple[int, datetime, float]] = {}
+        state = _PassState()
+        try:
+            while True:
+                self._launch(flight, state, closed)
+                if not flight:
+                    if state.failure is not None:
+                        raise state.failure
+                    if state.starved:
+                        self.starved = self.behind = True
+                        return None
+                    self.behind = state.more
+                    return state.claimed_at
+                done, _ = await asyncio.wait(flight, return_when=asyncio.FIRST_COMPLETED)
+                for claim in done:
+                    self._landed(claim, flight.pop(claim), state)
+        except BaseException:
+            # Cancelled (a stop that gave up on the store, or a kill): the claims under
+            # way are cancelled; those that committed are still handed on.
+            for claim in flight:
+                claim.cancel()
+            if flight:
+                await asyncio.wait(flight)
+            for claim, started in flight.items():
+                if not claim.cancelled() and claim.exception() is None:
+                    self._landed(claim, started, _PassState())
+            raise
+
+    def _launch(
+        self,
+        flight: dict[asyncio.Task[list[ClaimedRun]], tuple[int, datetime, float]],
+        state: _PassState,
+        closed: Callable[[], bool],
+    ) -> None:
+        """Start claims while this pass may: more may be due, none failed, not closed,
+        fewer under way than its depth, and slots free beyond those they reserve (a
+        whole chunk of them for a claim beside another)."""
+        state.starved = False
+        depth = CLAIMS_IN_FLIGHT if state.backlog else 1
+        while state.more and state.failure is None and len(flight) < depth and not closed():
+            free = self.free - sum(limit for limit, _, _ in flight.values())
             if free <= 0:
-                self.starved = self.behind = True
-                return None
+                state.starved = not flight
+                return
+            if flight and free < self.chunk:
+                # A claim beside another takes a whole chunk or waits: the slots left
+                # over would make small claims, each costing a whole transaction.
+                return
             limit = min(self.chunk, free)
-            began = time.perf_counter()
             claimed_at = self._clock.now()
-            batch = await self._store.claim_due(claimed_at, limit, self._settings.replica)
-            seconds = time.perf_counter() - began
-            self._observer.claim_batch(len(batch), seconds)
-            if batch:
-                self._log_batch(batch, seconds)
-            for claimed in batch:
-                self._runs.dispatch(claimed)
-            self.behind = len(batch) >= limit
-            if not self.behind:
-                return claimed_at
-        return claimed_at
+            claim = asyncio.create_task(
+                self._store.claim_due(claimed_at, limit, self._settings.replica)
+            )
+            flight[claim] = (limit, claimed_at, time.perf_counter())
+
+    def _landed(
+        self,
+        claim: asyncio.Task[list[ClaimedRun]],
+        started: tuple[int, datetime, float],
+        state: _PassState,
+    ) -> None:
+        """Hand a finished claim's runs on, and note what it says of the backlog."""
+        limit, claimed_at, began = started
+        if claim.exception() is not None:
+            state.failure = state.failure or claim.exception()
+            return
+        batch = claim.result()
+        seconds = time.perf_counter() - began
+        self._observer.claim_batch(len(batch), seconds)
+        if batch:
+            self._log_batch(batch, seconds)
+        for claimed in batch:
+            self._runs.dispatch(claimed)
+        state.more = len(batch) >= limit
+        if state.more:
+            state.backlog = True
+        else:
+            state.claimed_at = claimed_at
 
     def _log_batch(self, batch: list[ClaimedRun], seconds: float) -> None:
         statuses = [claimed.run.status for claimed in batch]

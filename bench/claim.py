@@ -11,7 +11,10 @@ writes (lock, lease locks and counts, advance, run and lease rows, the runs retu
 made by one statement per batch with every value computed by PostgreSQL, no Python per
 occurrence (the claim path's floor), and the raw claim (the bare `FOR UPDATE SKIP
 LOCKED` statement that advances the tasks, no runs). Each claimer is a process of its
-own with its own pool, as replicas are.
+own with its own pool, as replicas are, and each setting is measured with one claim
+under way per claimer and with two, each on a connection of its own (`--in-flight`),
+as a replica's claim pass keeps them through a backlog (application/claim_pass.py); the
+floor and the raw claim are measured the same way.
 
 Then, for 1 and 3 concurrent writers and batch sizes 1, 10 and 100, it records an outcome
 (succeeded) for every run through `PostgresTaskStore.finish_runs` (the run, its lease,
@@ -25,7 +28,7 @@ empty), and prints each round's rate; a plan the connection cached from an empty
 table's statistics shows in the rounds after the first.
 
     python bench/claim.py [--tasks N] [--url URL] [--only claims|outcomes]
-        [--batch B ...] [--claimers C ...] [--rounds R] [--default-gc]
+        [--batch B ...] [--claimers C ...] [--in-flight N ...] [--rounds R] [--default-gc]
 
 Each claimer tunes its garbage collector once warmed up, as `imbi-scheduler serve` does
 (entrypoints/gc_tuning.py); `--default-gc` keeps CPython's defaults, for comparison.
@@ -55,6 +58,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from application.claim_pass import CLAIMS_IN_FLIGHT
 from bench.claim_limits import floor_claim_all, raw_claim_all
 from domain.runs import RunOutcome, RunStatus
 from domain.tasks import HttpTarget
@@ -68,6 +72,9 @@ CLAIMERS = (1, 3)
 BATCHES = (1, 10, 100, 500)
 WRITERS = (1, 3)
 FINISH_BATCHES = (1, 10, 100)
+# Claims under way at once per claimer: one after another, and as a replica's claim pass
+# keeps them once a claim came back full (application/claim_pass.py).
+IN_FLIGHT = (1, CLAIMS_IN_FLIGHT)
 
 
 async def fill(conn: psycopg.AsyncConnection, schema: str, count: int) -> None:
@@ -99,10 +106,17 @@ async def reset(conn: psycopg.AsyncConnection, schema: str) -> None:
 
 
 async def claim_all(
-    url: str, schema: str, batch: int, replica: str, start: Barrier, default_gc: bool
+    url: str,
+    schema: str,
+    batch: int,
+    replica: str,
+    start: Barrier,
+    default_gc: bool,
+    in_flight: int,
 ) -> tuple[int, float]:
-    """How many occurrences this claimer claimed, and the CPU seconds it spent on them."""
-    pool = create_pool(url, min_size=1, max_size=1)
+    """How many occurrences this claimer claimed, and the CPU seconds it spent on them,
+    with `in_flight` claims under way at once (each on a connection of its own)."""
+    pool = create_pool(url, min_size=in_flight, max_size=in_flight)
     await pool.open(wait=True)
     try:
         store = PostgresTaskStore(pool, schema)
@@ -111,9 +125,14 @@ async def claim_all(
             tune_garbage_collector()  # as `imbi-scheduler serve` does once started
         start.wait()
         claimed = 0
+
+        async def claim_until_none_due() -> None:
+            nonlocal claimed
+            while found := await store.claim_due(NOW, batch, replica):
+                claimed += len(found)
+
         cpu = time.process_time()
-        while found := await store.claim_due(NOW, batch, replica):
-            claimed += len(found)
+        await asyncio.gather(*(claim_until_none_due() for _ in range(in_flight)))
         return claimed, time.process_time() - cpu
     finally:
         await pool.close()
@@ -127,13 +146,18 @@ def claimer(
     start: Barrier,
     out: Queue[tuple[int, float, float]],
     default_gc: bool,
+    in_flight: int,
 ) -> None:
     if replica.startswith("raw"):
-        claimed, cpu = asyncio.run(raw_claim_all(url, schema, NOW, batch, start))
+        claimed, cpu = asyncio.run(raw_claim_all(url, schema, NOW, batch, start, in_flight))
     elif replica.startswith("floor"):
-        claimed, cpu = asyncio.run(floor_claim_all(url, schema, NOW, batch, replica, start))
+        claimed, cpu = asyncio.run(
+            floor_claim_all(url, schema, NOW, batch, replica, start, in_flight)
+        )
     else:
-        claimed, cpu = asyncio.run(claim_all(url, schema, batch, replica, start, default_gc))
+        claimed, cpu = asyncio.run(
+            claim_all(url, schema, batch, replica, start, default_gc, in_flight)
+        )
     out.put((claimed, time.perf_counter(), cpu))
 
 
@@ -146,6 +170,7 @@ def measure(
     *,
     kind: str = "bench",
     default_gc: bool = False,
+    in_flight: int = 1,
 ) -> tuple[float, float]:
     """Occurrences per second from the moment every claimer is ready to the last one's
     end, and the claimers' CPU seconds per occurrence (the Python side of the claim path,
@@ -155,7 +180,7 @@ def measure(
     procs = [
         mp.Process(
             target=claimer,
-            args=(url, schema, batch, f"{kind}:{i}", start, out, default_gc),
+            args=(url, schema, batch, f"{kind}:{i}", start, out, default_gc, in_flight),
         )
         for i in range(claimers)
     ]
@@ -296,6 +321,33 @@ async def drop(url: str, schema: str) -> None:
         )
 
 
+def measure_claims(
+    args: argparse.Namespace, schema: str, claimers: int, batch: int, in_flight: int
+) -> str:
+    """One line of figures: the claim path, then its floor and the raw claim, each with
+    the same claimers and claims under way."""
+    figures = []
+    for kind in ("bench", "floor", "raw"):
+        asyncio.run(again(args.url, schema))
+        figures.append(
+            measure(
+                args.url,
+                schema,
+                claimers,
+                batch,
+                args.tasks,
+                kind=kind,
+                default_gc=args.default_gc,
+                in_flight=in_flight,
+            )
+        )
+    (rate, cpu), (floor, _), (raw, _) = figures
+    return (
+        f"{rate:,.0f} occurrences/s, client CPU {cpu * 1e6:,.0f} us/occurrence;"
+        f" all in SQL {floor:,.0f}/s; raw claim {raw:,.0f} rows/s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
@@ -308,6 +360,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--claimers", type=int, action="append", help="concurrent claimers (default: 1 3)"
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        action="append",
+        help="claims under way at once per claimer (default: 1, and the claim pass's 2)",
     )
     parser.add_argument(
         "--rounds", type=int, help="one long-lived claimer, this many rounds (see above)"
@@ -329,20 +387,9 @@ def main() -> None:
             return
         for claimers in (args.claimers or CLAIMERS) if args.only != "outcomes" else ():
             for batch in args.batch or BATCHES:
-                asyncio.run(again(args.url, schema))
-                rate, cpu = measure(
-                    args.url, schema, claimers, batch, args.tasks, default_gc=args.default_gc
-                )
-                asyncio.run(again(args.url, schema))
-                raw, _ = measure(args.url, schema, claimers, batch, args.tasks, kind="raw")
-                asyncio.run(again(args.url, schema))
-                floor, _ = measure(args.url, schema, claimers, batch, args.tasks, kind="floor")
-                print(
-                    f"claimers={claimers} batch={batch}: {rate:,.0f} occurrences/s,"
-                    f" client CPU {cpu * 1e6:,.0f} us/occurrence;"
-                    f" all in SQL {floor:,.0f}/s; raw claim {raw:,.0f} rows/s",
-                    flush=True,
-                )
+                for in_flight in args.in_flight or IN_FLIGHT:
+                    line = measure_claims(args, schema, claimers, batch, in_flight)
+                    print(f"claimers={claimers} batch={batch} in flight={in_flight}: {line}")
         for writers in WRITERS if args.only != "claims" else ():
             for batch in FINISH_BATCHES:
                 rate = measure_finish(args.url, schema, writers, batch, args.tasks)

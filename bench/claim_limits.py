@@ -2,13 +2,19 @@
 process each on the same schema: the raw claim (the bare `FOR UPDATE SKIP LOCKED`
 statement that advances due tasks, no runs) and the claim path's floor (every write of
 a claim made by one statement per batch, every value computed by PostgreSQL). Each
-returns the occurrences it claimed and its own CPU seconds."""
+returns the occurrences it claimed and its own CPU seconds; with `in_flight` above 1,
+it keeps that many statements under way at once, each on a connection of its own, as a
+replica's claim pass does with a backlog."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from multiprocessing.synchronize import Barrier
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -27,16 +33,38 @@ FROM due WHERE t.id = due.id
 
 
 async def raw_claim_all(
-    url: str, schema: str, now: datetime, batch: int, start: Barrier
+    url: str, schema: str, now: datetime, batch: int, start: Barrier, in_flight: int = 1
 ) -> tuple[int, float]:
     query = sql.SQL(RAW_CLAIM).format(sql.Identifier(schema), sql.Identifier(schema))
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        start.wait()
+
+    async def claim_until_none_due(conn: psycopg.AsyncConnection[Any]) -> int:
         claimed = 0
-        cpu = time.process_time()
         while (cur := await conn.execute(query, {"now": now, "limit": batch})).rowcount:
             claimed += cur.rowcount
-        return claimed, time.process_time() - cpu
+        return claimed
+
+    return await on_connections(url, in_flight, start, claim_until_none_due)
+
+
+async def on_connections(
+    url: str,
+    count: int,
+    start: Barrier,
+    claim_until_none_due: Callable[[psycopg.AsyncConnection[Any]], Awaitable[int]],
+) -> tuple[int, float]:
+    """Run `claim_until_none_due` on `count` connections at once, once every claimer is
+    ready: the occurrences claimed, and this process's CPU seconds."""
+    async with contextlib.AsyncExitStack() as stack:
+        conns = [
+            await stack.enter_async_context(
+                await psycopg.AsyncConnection.connect(url, autocommit=True)
+            )
+            for _ in range(count)
+        ]
+        start.wait()
+        cpu = time.process_time()
+        claimed = await asyncio.gather(*(claim_until_none_due(conn) for conn in conns))
+        return sum(claimed), time.process_time() - cpu
 
 
 # The floor of the whole claim path: the writes `claim_due` makes for a batch (lock the
@@ -81,14 +109,21 @@ SELECT id, task_id, scheduled_for FROM recorded
 
 
 async def floor_claim_all(
-    url: str, schema: str, now: datetime, batch: int, replica: str, start: Barrier
+    url: str,
+    schema: str,
+    now: datetime,
+    batch: int,
+    replica: str,
+    start: Barrier,
+    in_flight: int = 1,
 ) -> tuple[int, float]:
     query = sql.SQL(FLOOR_CLAIM).format(schema=sql.Identifier(schema))
     params = {"now": now, "limit": batch, "replica": replica}
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        start.wait()
+
+    async def claim_until_none_due(conn: psycopg.AsyncConnection[Any]) -> int:
         claimed = 0
-        cpu = time.process_time()
         while runs := await (await conn.execute(query, params, binary=True)).fetchall():
             claimed += len(runs)
-        return claimed, time.process_time() - cpu
+        return claimed
+
+    return await on_connections(url, in_flight, start, claim_until_none_due)

@@ -23,7 +23,9 @@ One figure per line, `name value`.
     python bench/engine.py [--url URL] [--scenario burst,steady,idle] [--burst 10000]
         [--steady 1000] [--idle 100000] [--seconds 30]
 
-`--scenario` also takes burst_noop and burst_http, one half of the burst each, and
+`--scenario` also takes backlog (`--burst` tasks whose time passed half an hour ago, beyond
+their grace: each claim records missed runs and calls nothing, the claim path through
+the engine alone), burst_noop and burst_http, one half of the burst each, and
 burst_failing: the HTTP burst against a target that always fails, without and then
 with `notify` on every task (a `run.failed` event per run, delivered by an event
 sender on the same replica meanwhile, wired as the product wires it: it gives way
@@ -182,6 +184,61 @@ def burst(url: str, count: int, http: bool, target: Any, *, notify: bool | None 
     figure(f"{label}_engine_cpu_seconds", cpu)
 
 
+def backlog(url: str, count: int) -> None:
+    """N hourly tasks whose last occurrence passed half an hour ago, beyond their 60 s
+    grace (a replica starting after an outage): every claim records a missed run and
+    calls nothing, so this is the engine's claim path alone. The seconds from the
+    engine's start until every task has its run, and the engine's CPU seconds meanwhile."""
+    fresh_schema(url)
+    fill(
+        url,
+        count,
+        3600,
+        datetime.fromtimestamp(int(time.time()) - 5400, UTC),
+        "http://127.0.0.1:9/",
+    )
+
+    class Claimed(StartTimes):
+        """Counts the runs claimed, and says when every task has its run."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.claimed = 0
+            self.all = asyncio.Event()
+
+        def claim_batch(self, count: int, seconds: float) -> None:
+            self.claimed += count
+            if self.claimed >= count_all:
+                self.all.set()
+
+    count_all = count
+
+    async def main() -> tuple[float, float]:
+        pool = create_pool(url, min_size=2, max_size=POOL_SIZE)
+        await pool.open(wait=True)
+        waker = PostgresWaker(url, SCHEMA)
+        store = PostgresTaskStore(pool, SCHEMA)
+        settings = EngineSettings(replica="backlog", max_concurrent_runs=MAX_CONCURRENT_RUNS)
+        observer = Claimed()
+        engine = TriggerLoop(store, waker, NoopExecutor(), SystemClock(), settings, observer)
+        started_up()
+        began, cpu = time.perf_counter(), time.process_time()
+        await engine.start()
+        await asyncio.wait_for(observer.all.wait(), 300)
+        took, cpu = time.perf_counter() - began, time.process_time() - cpu
+        await engine.stop()
+        await waker.close()
+        await pool.close()
+        if await asyncio.to_thread(count_finished, url) != count:
+            raise SystemExit("a task has no run, or more than one")
+        return took, cpu
+
+    took, cpu = asyncio.run(main())
+    figure("backlog_all_claimed_seconds", took)
+    figure("backlog_occurrences_per_second", count / took)
+    figure("backlog_engine_cpu_seconds", cpu)
+
+
 def steady(url: str, count: int, replicas: int, seconds: float, target: Any) -> None:
     label = f"steady_{replicas}"
     fresh_schema(url)
@@ -250,6 +307,8 @@ def main() -> None:
         if "burst_failing" in scenarios:  # events: the same burst with and without notify
             burst(url, args.burst, True, target, notify=False)
             burst(url, args.burst, True, target, notify=True)
+        if "backlog" in scenarios:
+            backlog(url, args.burst)
         if "steady" in scenarios:
             for replicas in (1, 3):
                 steady(url, args.steady, replicas, args.seconds, target)

@@ -312,13 +312,18 @@ async def claim_calendars(
     held = [cache[name].version if name in cache else None for name in names]
     cur = conn.cursor(row_factory=dict_row)
     await cur.execute(statements["moved"], {"names": names, "versions": held})
-    for row in await cur.fetchall():
-        cache[row["name"]] = _calendar(row)
+    read = {row["name"]: _calendar(row) for row in await cur.fetchall()}
+    for name, calendar in read.items():
+        # Claims of one replica overlap (application/claim_pass.py), and the API writes
+        # the cache too: a version read in an older snapshot must not replace a newer.
+        if name not in cache or cache[name].version < calendar.version:
+            cache[name] = calendar
     found: dict[str, Calendar] = {}
     for name in names:
-        if name not in cache:  # the foreign key keeps this from happening
+        known = read.get(name) or cache.get(name)
+        if known is None:  # the foreign key keeps this from happening
             log.error("calendar %r is named by a task but not stored", name)
-        found[name] = cache.get(name) or empty_calendar(name)
+        found[name] = known or empty_calendar(name)
     return found
 
 

@@ -11,6 +11,7 @@ import pytest
 from adapters.postgres import PostgresTaskStore
 from domain.calendars import CalendarRef, StoredCalendar
 from domain.claims import scheduled
+from domain.runs import RunStatus
 from domain.triggers import CronTrigger
 from tests.adapters.postgres.support import T0, OneConnection, one_connection
 from tests.fixtures.postgres import PostgresBackend
@@ -52,3 +53,29 @@ async def test_a_claim_reads_only_calendars_whose_version_moved(
         await PostgresTaskStore(one.pool, postgres_backend.schema).update_calendar(changed, 1)
         await store.claim_due(hours[2], 50, "r")
         assert store._calendar_cache["closures"].version == 2  # read again, once
+
+
+async def test_a_claim_never_puts_back_an_older_version_than_the_cache_holds(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """Claims of one replica overlap, and the API writes the cache too: a claim that
+    read version 1 in its snapshot, landing after version 2 was cached, decides by what
+    it read and leaves version 2 in the cache."""
+    async with one_connection(postgres_backend) as one:
+        store = one.store
+        closures = await store.create_calendar(
+            StoredCalendar(id=uuid4(), name="closures", created_at=T0, updated_at=T0)
+        )
+        paused = make_task(HOURLY, enabled=False)
+        task = scheduled(
+            paused.model_copy(update={"enabled": True}), T0, calendars={"closures": closures}
+        )
+        await store.create_task(task)
+        # Version 2 would hold 2026-03-02 (a closure): cached meanwhile by another write.
+        newer = closures.model_copy(update={"version": 2, "dates": (date(2026, 3, 2),)})
+        store._calendar_cache["closures"] = newer
+        noon = datetime(2026, 3, 2, 12, tzinfo=UTC)
+        [claimed] = await store.claim_due(noon, 50, "r")
+        assert (claimed.task.id, claimed.run.scheduled_for) == (task.id, noon)
+        assert claimed.run.status is RunStatus.RUNNING  # decided by version 1, as read
+        assert store._calendar_cache["closures"] is newer
