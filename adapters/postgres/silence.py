@@ -97,10 +97,7 @@ class _Watch:
 
 def _look_all(loop: asyncio.AbstractEventLoop) -> None:
     """Look at every connection out on `loop`; again in `_SAMPLE` seconds while any is."""
-    now = loop.time()
-    hurried_until = _hurried[1] if _hurried is not None and _hurried[0] is loop else None
-    for watch in list(_out.get(loop, {}).values()):
-        watch.look(now, hurried_until)
+    _look_once(loop)
     if _out.get(loop):
         _looks[loop] = loop.call_later(_SAMPLE, _look_all, loop)
     else:
@@ -130,6 +127,16 @@ def hurry(seconds: float) -> None:
     global _hurried
     loop = asyncio.get_running_loop()
     _hurried = (loop, loop.time() + seconds)
+    # A look at that very time, besides the looks every _SAMPLE seconds: the shut then
+    # comes at `seconds`, not up to a sample later, which a busy machine may need.
+    loop.call_at(_hurried[1], _look_once, loop)
+
+
+def _look_once(loop: asyncio.AbstractEventLoop) -> None:
+    now = loop.time()
+    hurried_until = _hurried[1] if _hurried is not None and _hurried[0] is loop else None
+    for watch in list(_out.get(loop, {}).values()):
+        watch.look(now, hurried_until)
 
 
 def _shut(conn: AsyncConnection[Any], waited: float) -> None:
