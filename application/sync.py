@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from pydantic import JsonValue
 
@@ -120,6 +121,27 @@ class TaskSync:
                     ) from None
             await before_retry(attempt, f"task {spec.name!r}")
         raise AssertionError("unreachable")  # count() never ends; before_retry raises
+
+    async def replace_task(
+        self, task_id: UUID, spec: TaskSpec, version: int, *, actor: str | None = None
+    ) -> Task:
+        """Replace the writable fields of the task `task_id` with `spec` (fields left out
+        already took their defaults), its name too: a new name renames it. Only while it
+        is at `version`: the console's editor saves the form it showed this way. Raises
+        TaskNotFound, VersionConflict, DuplicateTaskName (the name is another task's),
+        InvalidRequest. An equal definition leaves the task and its version alone."""
+        self._executor.check(spec.target, spec.notify)
+        current = await self._store.get_task(task_id)
+        if current.version != version:
+            raise VersionConflict(current.name, version, current.version)
+        calendars = await self._service.calendars_for(spec.trigger, current.trigger)
+        wanted = carried(spec, current)
+        if wanted == current.spec():
+            return current
+        task, reschedule = self._service.planned(current, wanted, calendars)
+        return await self._store.update_task(
+            task, current.version, reschedule=reschedule, actor=actor
+        )
 
     async def apply(
         self,

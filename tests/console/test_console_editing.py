@@ -168,7 +168,7 @@ async def test_an_edit_writes_a_version_and_an_unchanged_one_does_not(
     assert newest["version"] == 2 and set(newest["changes"]) == {"trigger"}
 
 
-async def test_an_edit_from_a_stale_form_or_a_rename_is_refused_and_nothing_written(
+async def test_an_edit_from_a_stale_form_is_refused_and_nothing_written(
     open_console: Client,
 ) -> None:
     await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
@@ -182,20 +182,53 @@ async def test_an_edit_from_a_stale_form_or_a_rename_is_refused_and_nothing_writ
     stale = await open_console.post(
         "/ui/tasks/daily/edit", data={**hidden, "definition": json.dumps(definition)}
     )
-    renamed = await open_console.post(
+    stale_rename = await open_console.post(
         "/ui/tasks/daily/edit",
-        data={**hidden, "version": "2", "definition": json.dumps(definition | {"name": "x"})},
+        data={**hidden, "definition": json.dumps(definition | {"name": "x"})},
     )
 
     assert stale.status_code == 409 and "changed since this form was opened" in stale.text
     assert version_of(stale.text) == "1"  # sent again, it is refused again
     assert definition_of(stale.text)["description"] == "mine"  # what was typed is kept
-    assert (
-        renamed.status_code == 422 and "must stay 'daily' here" in errors_of(renamed.text)["name"]
-    )
+    assert stale_rename.status_code == 409
     stored = (await open_console.get("/tasks/daily")).json()
     assert stored["version"] == 2 and stored["tags"] == ["meanwhile"]
     assert stored["description"] is None
+    assert (await open_console.get("/tasks/x")).status_code == 404
+
+
+async def test_a_changed_name_renames_the_task_and_a_taken_one_is_refused(
+    open_console: Client,
+) -> None:
+    task = await create(
+        open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None
+    )
+    await create(open_console, cron_task("http://127.0.0.1:9/", name="weekly"), None)
+    editor = await open_console.get("/ui/tasks/daily/edit")
+    hidden, definition = hidden_of(editor.text, "/ui/tasks/daily/edit"), definition_of(editor.text)
+
+    taken = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={**hidden, "definition": json.dumps(definition | {"name": "weekly"})},
+    )
+    assert taken.status_code == 422
+    assert errors_of(taken.text)["name"] == "'weekly' is another task's name; nothing was written"
+    assert definition_of(taken.text)["name"] == "weekly"  # what was typed is kept
+    assert (await open_console.get("/tasks/daily")).json()["version"] == 1
+
+    renamed = await open_console.post(
+        "/ui/tasks/daily/edit",
+        data={**hidden, "definition": json.dumps(definition | {"name": "every-morning"})},
+        follow_redirects=False,
+    )
+
+    assert renamed.headers["location"] == "/ui/tasks/every-morning?done=saved"
+    stored = (await open_console.get("/tasks/every-morning")).json()
+    assert (stored["id"], stored["version"]) == (task["id"], 2)
+    assert stored["trigger"]["expression"] == DAILY["expression"]  # the schedule kept
+    assert (await open_console.get("/tasks/daily")).status_code == 404
+    newest = (await open_console.get("/tasks/every-morning/history")).json()["items"][0]
+    assert newest["changes"] == {"name": ["daily", "every-morning"]}
 
 
 async def test_a_delete_is_confirmed_and_only_of_the_version_shown(open_console: Client) -> None:

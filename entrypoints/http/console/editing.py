@@ -1,6 +1,7 @@
 """The console's task editor: a new task, a task's definition edited, a task deleted,
-each through the same use case as the API (`POST /tasks`, `PUT /tasks/{name}` with
-`If-Match`, `DELETE /tasks/{id}` with `If-Match`).
+each through the same rules as the API (`POST /tasks`; `PUT /tasks/{name}` with
+`If-Match`, on the task by its id, so that a changed name renames it, as `PATCH
+/tasks/{id}` does; `DELETE /tasks/{id}` with `If-Match`).
 
 A definition is edited as the JSON the API takes: what the task page shows under
 "Definition", every field a person can set. Refused text comes back as typed, with
@@ -24,7 +25,6 @@ from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from domain.errors import DuplicateTaskName, InvalidRequest, TaskNotFound, VersionConflict
 from domain.history import TaskVersion
-from domain.preconditions import PutConditions
 from domain.tasks import Task, TaskSpec
 from entrypoints.http.auth import actor_of
 from entrypoints.http.body import MAX_BODY_BYTES, refuse_nul, strictly
@@ -151,8 +151,9 @@ class TaskEditing(Controller):
         sync: NamedDependency[TaskSync],
     ) -> Response[Any]:
         """Replace the task's fields with the definition (fields left out take their
-        defaults, as `PUT /tasks/{name}`), only while the task the form was made for
-        is still the one of this name, at the version the form was made from."""
+        defaults, as `PUT /tasks/{name}`; a changed name renames the task), only while
+        the task the form was made for is still the one of this name, at the version
+        the form was made from."""
         form = await request.form()
         text = form_text(form.get("definition"))
         made_for = form_text(form.get("task_id"))
@@ -174,16 +175,18 @@ class TaskEditing(Controller):
             return _form(request, task, kept, text, [], made_for=made_for, conflict=conflict)
         try:
             data = read_definition(text)
-            if data.setdefault("name", task.name) != task.name:
-                raise InvalidRequest(
-                    "name", f"must stay {task.name!r} here (PATCH /tasks/{{id}} renames a task)"
-                )
+            data.setdefault("name", task.name)  # a name given and changed renames the task
             spec = _spec(data)
-            conditions = PutConditions(version=kept, must_exist=True)
-            saved, _ = await sync.put_task(spec, conditions, actor=actor_of(request))
+            saved = await sync.replace_task(task.id, spec, kept, actor=actor_of(request))
         except InvalidRequest as exc:
             errors = [(e.field, e.message) for e in exc.errors]
             return _form(request, task, kept, text, errors, made_for=made_for)
+        except DuplicateTaskName as exc:
+            taken = [("name", f"{exc.name!r} is another task's name; nothing was written")]
+            return _form(request, task, kept, text, taken, made_for=made_for)
+        except TaskNotFound:
+            conflict = "the task this form was made for was deleted or renamed since"
+            return _form(request, None, kept, text, [], made_for=made_for, conflict=conflict)
         except VersionConflict:
             conflict = "the task changed since this form was opened"
             since = await _changes_since(scheduling, task, kept)
