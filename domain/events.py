@@ -194,6 +194,11 @@ class TaskRef:
         return cls(task.id, task.name, task.notify)
 
 
+# The runs a claim records that raise an event at once, since no call follows: by
+# status, the event's type.
+CLAIM_EVENTS = {RunStatus.MISSED: EventType.RUN_MISSED, RunStatus.SKIPPED: EventType.RUN_SKIPPED}
+
+
 @dataclass(frozen=True, slots=True)
 class EventRules:
     """Which events a cause raises, and where they go. `default_url` is
@@ -216,9 +221,8 @@ class EventRules:
 
     def on_claim(self, task: TaskRef, run: Run) -> list[Event]:
         """A claim (or a manual fire) recorded `run`: missed and skipped runs raise
-        their events at once, since no call follows."""
-        kind = {RunStatus.MISSED: EventType.RUN_MISSED, RunStatus.SKIPPED: EventType.RUN_SKIPPED}
-        event_type = kind.get(run.status)
+        their events at once, since no call follows (CLAIM_EVENTS)."""
+        event_type = CLAIM_EVENTS.get(run.status)
         if event_type is None:
             return []
         return self._raise(task, event_type, run, run.claimed_at)
@@ -254,7 +258,8 @@ def claim_events(rules: EventRules, claimed: Iterable[ClaimedRun]) -> list[Event
     of each run recorded, with the task as it was claimed."""
     events: list[Event] = []
     for claimed_run in claimed:
-        events += rules.on_claim(TaskRef.of(claimed_run.task), claimed_run.run)
+        if claimed_run.run.status in CLAIM_EVENTS:  # most claims raise none: no TaskRef
+            events += rules.on_claim(TaskRef.of(claimed_run.task), claimed_run.run)
     return events
 
 
