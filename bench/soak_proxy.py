@@ -23,6 +23,18 @@ HELD_KEPT = 1 << 20  # bytes of held client data kept for a test to look at
 _RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds: close with a reset
 # In a client's message, the COMMIT statement; in the server's, its CommandComplete tag.
 _COMMIT = b"COMMIT\x00"
+# The server's CommandComplete message of a COMMIT, whole.
+_COMMIT_COMPLETE = b"C" + struct.pack("!i", 4 + len(_COMMIT)) + _COMMIT
+
+
+def _fatal(code: bytes, message: bytes) -> bytes:
+    """A server's ErrorResponse of severity FATAL: the session is over."""
+    fields = b"SFATAL\x00VFATAL\x00C" + code + b"\x00M" + message + b"\x00\x00"
+    return b"E" + struct.pack("!i", 4 + len(fields)) + fields
+
+
+# What `pg_terminate_backend` makes a backend say before it closes the connection.
+_TERMINATED = _fatal(b"57P01", b"terminating connection due to administrator command")
 
 
 class _Pair:
@@ -30,6 +42,8 @@ class _Pair:
         self.client = client
         self.server = server
         self.committing = False  # a trapped COMMIT went up: its answer is never relayed
+        self.ending = False  # a COMMIT went up after whose answer the session ends
+        self.ended = False  # the client was told so: nothing more reaches it
 
     def abort(self) -> None:
         for writer in (self.client, self.server):
@@ -61,6 +75,8 @@ class FaultyProxy:
         self.held = bytearray()
         self._commits_to_lose = 0  # `lose_commit_answers`
         self.commit_answers_lost = 0
+        self._sessions_to_end = 0  # `end_sessions_at_commits`
+        self.sessions_ended = 0
 
     def start(self) -> FaultyProxy:
         self._thread.start()
@@ -108,6 +124,14 @@ class FaultyProxy:
         its answer comes back, unrelayed: the transaction landed and the client cannot
         know it (`commit_answers_lost` counts them)."""
         self._loop.call_soon_threadsafe(setattr, self, "_commits_to_lose", count)
+
+    def end_sessions_at_commits(self, count: int = 1) -> None:
+        """Let the next `count` COMMITs reach PostgreSQL (which carries them out) and
+        their answers back; then, in place of what follows (the ReadyForQuery), the
+        client hears that its session was ended (FATAL 57P01, as `pg_terminate_backend`
+        makes a backend say when it comes just after a COMMIT) and nothing more, until
+        it closes the connection (`sessions_ended` counts them)."""
+        self._loop.call_soon_threadsafe(setattr, self, "_sessions_to_end", count)
 
     def upstream_ports(self) -> set[int]:
         result: set[int] = self._run(self._ports()).result(10)
@@ -188,9 +212,21 @@ class FaultyProxy:
                 if upstream and self._commits_to_lose and _COMMIT in data:
                     self._commits_to_lose -= 1
                     pair.committing = True
+                elif upstream and self._sessions_to_end and _COMMIT in data:
+                    self._sessions_to_end -= 1
+                    pair.ending = True
                 elif not upstream and pair.committing and _COMMIT in data:
                     self.commit_answers_lost += 1
                     return  # the server answered the COMMIT: the client never hears it
+                elif not upstream and pair.ending and _COMMIT_COMPLETE in data:
+                    self.sessions_ended += 1
+                    answered = data.index(_COMMIT_COMPLETE) + len(_COMMIT_COMPLETE)
+                    writer.write(data[:answered] + _TERMINATED)
+                    await writer.drain()
+                    pair.ending, pair.ended = False, True
+                    continue
+                elif not upstream and pair.ended:
+                    continue  # the session is over for the client, which closes it
                 if not self._flowing.is_set():
                     if upstream and len(self.held) < HELD_KEPT:
                         self.held += data

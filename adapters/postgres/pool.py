@@ -160,13 +160,25 @@ async def pipelined_transaction(conn: AsyncConnection[Any]) -> AsyncIterator[Non
             committing = True
             await conn.execute(b"COMMIT", prepare=False)
     except BaseException as exc:
+        unknown = committing and _outcome_unknown(conn, exc)
         if not conn.closed:
             with contextlib.suppress(psycopg.Error):
                 await conn.rollback()
-        if committing and conn.closed and isinstance(exc, _CONNECTION_ERRORS):
+        if unknown:
             # The server may have committed before the connection went.
             raise CommitUnanswered("the connection was lost at COMMIT") from exc
         raise
+
+
+def _outcome_unknown(conn: AsyncConnection[Any], exc: BaseException) -> bool:
+    """Whether `exc`, met once COMMIT was sent, leaves the transaction's fate unknown: the
+    connection went (closed, or lost with no word from the server), or the server ended
+    the session (a FATAL: `pg_terminate_backend`, a shutdown), which it may have done
+    after carrying out the COMMIT; the connection may not read as closed yet then. An
+    ERROR the server answered (a deadlock, a serialization failure) rolled it back."""
+    if not isinstance(exc, _CONNECTION_ERRORS):
+        return False
+    return conn.closed or exc.diag.severity_nonlocalized != "ERROR"
 
 
 def _alive(conn: AsyncConnection[Any]) -> bool:

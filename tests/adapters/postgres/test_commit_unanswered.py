@@ -88,3 +88,44 @@ async def test_a_finish_whose_commit_answer_is_lost_goes_on_with_the_queued_run_
     assert [c.run.id for c in freed.started] == [queued.run.id]
     assert freed.started[0].run.status is RunStatus.RUNNING
     assert freed.started[0].task.id == task.id
+
+
+async def test_a_claim_whose_session_is_ended_just_after_its_commit_goes_on_with_its_runs(
+    store: PostgresTaskStore,
+    postgres_proxy: tuple[FaultyProxy, str],
+    postgres_backend: PostgresBackend,
+) -> None:
+    """`pg_terminate_backend` (or a shutdown) just after the server carried out the
+    COMMIT: the client hears FATAL 57P01 where the COMMIT's answer was, while its
+    connection does not yet read as closed. The claim landed: its runs are called."""
+    proxy, _ = postgres_proxy
+    tasks = [await store.create_task(make_task()) for _ in range(3)]
+    proxy.end_sessions_at_commits(1)
+
+    claimed = await store.claim_due(T0, 10, "r1")
+    again = await store.claim_due(T0, 10, "r2")
+
+    assert proxy.sessions_ended == 1
+    assert sorted(c.task.id for c in claimed) == sorted(t.id for t in tasks)
+    assert {c.run.status for c in claimed} == {RunStatus.RUNNING}
+    assert again == []
+    url, schema = postgres_backend.url, postgres_backend.schema
+    rows = await query(url, "SELECT id, status, replica FROM {schema}.runs", schema)
+    assert sorted(rows) == sorted((c.run.id, "running", "r1") for c in claimed)
+
+
+async def test_a_finish_whose_session_is_ended_just_after_its_commit_goes_on(
+    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str]
+) -> None:
+    proxy, _ = postgres_proxy
+    await add(store, "buffer_all")
+    [holder] = await claim_at(store, 1)
+    [queued] = await claim_at(store, 2)
+    at = T0 + 25 * SECOND
+    proxy.end_sessions_at_commits(1)
+
+    freed = await store.finish_runs_starting([(holder.run.id, succeeded(at))], at, "r1")
+
+    assert proxy.sessions_ended == 1
+    assert [r.status for r in freed.runs] == [RunStatus.SUCCEEDED]
+    assert [c.run.id for c in freed.started] == [queued.run.id]
