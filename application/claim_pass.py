@@ -150,8 +150,9 @@ class ClaimPass:
     ) -> None:
         """Hand a finished claim's runs on, and note what it says of the backlog."""
         limit, claimed_at, began = started
-        if claim.exception() is not None:
-            state.failure = state.failure or claim.exception()
+        failure = claim.exception()
+        if failure is not None:
+            state.failure = state.failure or failure
             return
         batch = claim.result()
         seconds = time.perf_counter() - began

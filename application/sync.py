@@ -40,6 +40,7 @@ from domain.history import changes_between, state_of
 from domain.instants import truncate
 from domain.kept_schedule import carried
 from domain.preconditions import PutConditions
+from domain.schedule import Calendars
 from domain.tasks import Task, TaskSpec
 from domain.validation import FieldError
 
@@ -105,15 +106,11 @@ class TaskSync:
                     continue
             if if_match is not None and current.version != if_match:
                 raise VersionConflict(spec.name, if_match, current.version)
-            wanted = carried(spec, current)
-            if wanted == current.spec():
+            update = self._replacement(current, spec, calendars)
+            if update is None:
                 return current, False
-            task, reschedule = self._service.planned(current, wanted, calendars)
             try:
-                updated = await self._store.update_task(
-                    task, current.version, reschedule=reschedule, actor=actor
-                )
-                return updated, False
+                return await self._write(update, actor), False
             except (VersionConflict, TaskNotFound):
                 if if_match is not None:
                     raise VersionConflict(
@@ -135,12 +132,24 @@ class TaskSync:
         if current.version != version:
             raise VersionConflict(current.name, version, current.version)
         calendars = await self._service.calendars_for(spec.trigger, current.trigger)
+        update = self._replacement(current, spec, calendars)
+        return current if update is None else await self._write(update, actor)
+
+    def _replacement(
+        self, current: Task, spec: TaskSpec, calendars: Calendars
+    ) -> TaskUpdate | None:
+        """The write that replaces `current`'s writable fields with `spec`, or None when
+        they are equal already (what the scheduler filled in carried over: an equal
+        definition keeps its version)."""
         wanted = carried(spec, current)
         if wanted == current.spec():
-            return current
+            return None
         task, reschedule = self._service.planned(current, wanted, calendars)
+        return TaskUpdate(task, current.version, reschedule)
+
+    async def _write(self, update: TaskUpdate, actor: str | None) -> Task:
         return await self._store.update_task(
-            task, current.version, reschedule=reschedule, actor=actor
+            update.task, update.expected_version, reschedule=update.reschedule, actor=actor
         )
 
     async def apply(
@@ -191,14 +200,15 @@ class TaskSync:
                         created.append(self._service.new_task(spec, now, calendars))
                         result.created.append(spec.name)
                         continue
-                    wanted = carried(spec, current)
-                    if wanted == current.spec():
+                    update = self._replacement(current, spec, calendars)
+                    if update is None:
                         result.unchanged.append(spec.name)
                         continue
-                    task, reschedule = self._service.planned(current, wanted, calendars)
-                    updated.append(TaskUpdate(task, current.version, reschedule))
+                    updated.append(update)
                     result.updated.append(spec.name)
-                    result.changes[spec.name] = changes_between(state_of(current), state_of(task))
+                    result.changes[spec.name] = changes_between(
+                        state_of(current), state_of(update.task)
+                    )
             refusals.raise_any()
             deleted = []
             if prune:

@@ -75,6 +75,13 @@ def engine_on(
     )
 
 
+async def every_task_run(store: InMemoryTaskStore, tasks: list[Task]) -> None:
+    async def all_done() -> bool:
+        return all([await finished_runs(store, t) for t in tasks])
+
+    await eventually(all_done, "every task to run")
+
+
 async def runs_of(store: InMemoryTaskStore, tasks: list[Task]) -> list[int]:
     return [len(await store.list_runs(task.id, None, None, 10)) for task in tasks]
 
@@ -99,10 +106,7 @@ async def test_a_backlog_is_claimed_two_claims_at_a_time_each_occurrence_once(
     assert overlap.most == 2
     executor.gate.set()
 
-    async def all_done() -> bool:
-        return all([await finished_runs(store, t) for t in tasks])
-
-    await eventually(all_done, "every task to run")
+    await every_task_run(store, tasks)
     assert await runs_of(store, tasks) == [1] * 30
 
 
@@ -128,10 +132,7 @@ async def test_claims_under_way_together_stay_under_the_ceiling(
     assert overlap.limits_beside and set(overlap.limits_beside) == {4}
     executor.gate.set()
 
-    async def all_done() -> bool:
-        return all([await finished_runs(store, t) for t in tasks])
-
-    await eventually(all_done, "every task to run")
+    await every_task_run(store, tasks)
     assert executor.most == 14
     assert await runs_of(store, tasks) == [1] * 30
 
@@ -146,10 +147,7 @@ async def test_a_claim_that_fails_beside_another_loses_none_of_the_others_runs(
     engines.append(engine)
     await engine.start()
 
-    async def all_done() -> bool:
-        return all([await finished_runs(store, t) for t in tasks])
-
-    await eventually(all_done, "every task to run")
+    await every_task_run(store, tasks)
     assert overlap.failed_beside_another
     # The claim that landed beside the failure was called, not left to its lease.
     assert await runs_of(store, tasks) == [1] * 30

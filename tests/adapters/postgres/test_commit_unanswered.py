@@ -1,11 +1,13 @@
-"""A COMMIT that reached PostgreSQL and whose answer was lost with the connection: the
-transaction landed, and the replica cannot tell. A claim or a manual run then looks for
-its runs and goes on with them, rather than leaving them uncalled until their leases
-expire ("replica lost")."""
+"""A COMMIT that reached PostgreSQL and whose answer was lost with the connection, or
+after whose answer the server ended the session (`pg_terminate_backend` just then: FATAL
+57P01 while the connection does not yet read as closed): the transaction landed, and the
+replica cannot tell. A claim, a manual run or a finish then looks for its runs and goes
+on with them, rather than leaving them uncalled until their leases expire ("replica
+lost")."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -19,6 +21,18 @@ from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.tasks import make_task
 
 pytestmark = pytest.mark.postgres
+
+
+def commit_fault(proxy: FaultyProxy, fault: str) -> Callable[[], int]:
+    """Arm `fault` on the next COMMIT; returns how many times it struck so far."""
+    if fault == "answer lost":
+        proxy.lose_commit_answers(1)
+        return lambda: proxy.commit_answers_lost
+    proxy.end_sessions_at_commits(1)
+    return lambda: proxy.sessions_ended
+
+
+FAULTS = pytest.mark.parametrize("fault", ["answer lost", "session ended"])
 
 
 @pytest.fixture
@@ -35,19 +49,21 @@ async def store(
         await pool.close()
 
 
-async def test_a_claim_whose_commit_answer_is_lost_goes_on_with_its_runs(
+@FAULTS
+async def test_a_claim_whose_commit_goes_unanswered_goes_on_with_its_runs(
     store: PostgresTaskStore,
     postgres_proxy: tuple[FaultyProxy, str],
     postgres_backend: PostgresBackend,
+    fault: str,
 ) -> None:
     proxy, _ = postgres_proxy
     tasks = [await store.create_task(make_task()) for _ in range(3)]
-    proxy.lose_commit_answers(1)
+    struck = commit_fault(proxy, fault)
 
     claimed = await store.claim_due(T0, 10, "r1")
     again = await store.claim_due(T0, 10, "r2")
 
-    assert proxy.commit_answers_lost == 1
+    assert struck() == 1
     assert sorted(c.task.id for c in claimed) == sorted(t.id for t in tasks)
     assert {c.run.status for c in claimed} == {RunStatus.RUNNING}
     assert again == []  # the claim landed once: nothing is due twice
@@ -70,8 +86,9 @@ async def test_a_manual_run_whose_commit_answer_is_lost_goes_on(
     assert (await store.get_run(manual.run.id)).status is RunStatus.RUNNING
 
 
-async def test_a_finish_whose_commit_answer_is_lost_goes_on_with_the_queued_run_it_started(
-    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str]
+@FAULTS
+async def test_a_finish_whose_commit_goes_unanswered_goes_on_with_the_queued_run_it_started(
+    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str], fault: str
 ) -> None:
     proxy, _ = postgres_proxy
     task = await add(store, "buffer_all")
@@ -79,53 +96,12 @@ async def test_a_finish_whose_commit_answer_is_lost_goes_on_with_the_queued_run_
     [queued] = await claim_at(store, 2)
     assert queued.run.status is RunStatus.QUEUED
     at = T0 + 25 * SECOND
-    proxy.lose_commit_answers(1)
+    struck = commit_fault(proxy, fault)
 
     freed = await store.finish_runs_starting([(holder.run.id, succeeded(at))], at, "r1")
 
-    assert proxy.commit_answers_lost == 1
+    assert struck() == 1
     assert [r.status for r in freed.runs] == [RunStatus.SUCCEEDED]
     assert [c.run.id for c in freed.started] == [queued.run.id]
     assert freed.started[0].run.status is RunStatus.RUNNING
     assert freed.started[0].task.id == task.id
-
-
-async def test_a_claim_whose_session_is_ended_just_after_its_commit_goes_on_with_its_runs(
-    store: PostgresTaskStore,
-    postgres_proxy: tuple[FaultyProxy, str],
-    postgres_backend: PostgresBackend,
-) -> None:
-    """`pg_terminate_backend` (or a shutdown) just after the server carried out the
-    COMMIT: the client hears FATAL 57P01 where the COMMIT's answer was, while its
-    connection does not yet read as closed. The claim landed: its runs are called."""
-    proxy, _ = postgres_proxy
-    tasks = [await store.create_task(make_task()) for _ in range(3)]
-    proxy.end_sessions_at_commits(1)
-
-    claimed = await store.claim_due(T0, 10, "r1")
-    again = await store.claim_due(T0, 10, "r2")
-
-    assert proxy.sessions_ended == 1
-    assert sorted(c.task.id for c in claimed) == sorted(t.id for t in tasks)
-    assert {c.run.status for c in claimed} == {RunStatus.RUNNING}
-    assert again == []
-    url, schema = postgres_backend.url, postgres_backend.schema
-    rows = await query(url, "SELECT id, status, replica FROM {schema}.runs", schema)
-    assert sorted(rows) == sorted((c.run.id, "running", "r1") for c in claimed)
-
-
-async def test_a_finish_whose_session_is_ended_just_after_its_commit_goes_on(
-    store: PostgresTaskStore, postgres_proxy: tuple[FaultyProxy, str]
-) -> None:
-    proxy, _ = postgres_proxy
-    await add(store, "buffer_all")
-    [holder] = await claim_at(store, 1)
-    [queued] = await claim_at(store, 2)
-    at = T0 + 25 * SECOND
-    proxy.end_sessions_at_commits(1)
-
-    freed = await store.finish_runs_starting([(holder.run.id, succeeded(at))], at, "r1")
-
-    assert proxy.sessions_ended == 1
-    assert [r.status for r in freed.runs] == [RunStatus.SUCCEEDED]
-    assert [c.run.id for c in freed.started] == [queued.run.id]
