@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from bench.soak_proxy import FaultyProxy
+from tests.fixtures.waiting import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -52,6 +53,9 @@ def test_a_blackhole_holds_a_statement_then_breaks_it(proxy: tuple[FaultyProxy, 
         faulty.hold()
         asking = threading.Thread(target=query)
         asking.start()
+        # Released only once the statement is out and held: on a busy machine the thread
+        # may not have sent it yet, and a cut before it is sent is another fault.
+        wait_for(lambda: b"SELECT 1" in faulty.held, what="the statement held")
         asking.join(0.5)
         assert asking.is_alive() and outcome == []  # a forwarded SELECT 1 takes a millisecond
         assert faulty.release() == 1
