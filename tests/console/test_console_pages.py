@@ -384,3 +384,22 @@ async def test_the_calendar_pages_list_calendars_their_dates_and_tasks(
     assert "a fire time on one of its dates does not fire" in task_page
     missing = await open_console.get("/ui/calendars/nope")
     assert missing.status_code == 404 and "no calendar" in missing.text
+
+
+async def test_the_calendars_pages_list_each_calendar_once_with_a_way_back(
+    open_console: Client,
+) -> None:
+    names = [f"closures-{i:02d}" for i in range(51)]  # one more than a page holds
+    for name in names:
+        body = {"name": name, "dates": ["2030-12-24"]}
+        assert (await open_console.post("/calendars", json=body)).status_code == 201
+
+    first = (await open_console.get("/ui/calendars")).text
+    more = re.search(r'rel="next" href="([^"]+)">More calendars</a>', first)
+    assert more and "First calendars" not in first
+    second = (await open_console.get(more.group(1).replace("&amp;", "&"))).text
+
+    listed = re.findall(r'href="/ui/calendars/(closures-\d\d)"', first + second)
+    assert sorted(listed) == names
+    assert 'rel="next"' not in second
+    assert '<a href="/ui/calendars">First calendars</a>' in second
