@@ -92,7 +92,7 @@ async def test_repeated_401s_answer_429_with_retry_after_whatever_the_token() ->
 
         assert refused.status_code == 429, refused.text
         assert refused.json()["type"] == "urn:imbi-scheduler:problem:too-many-requests"
-        assert 119 <= int(refused.headers["Retry-After"]) <= 120
+        assert 110 <= int(refused.headers["Retry-After"]) <= 120  # 120 s, less the guesses
         # Probes need no token and are never refused.
         assert (await client.get("/healthz")).status_code == 200
 

@@ -20,10 +20,12 @@ DAY = timedelta(days=1)
 
 
 def daily_occurrences(days: int) -> list[datetime]:
-    """The last `days` 07:30 UTC occurrences before now, oldest first."""
+    """The last `days` 07:30 UTC occurrences before now, oldest first; the latest at
+    least two minutes past, so that a range ending a minute after it is not in the
+    future (the API refuses that)."""
     now = datetime.now(UTC)
     latest = now.replace(hour=7, minute=30, second=0, microsecond=0)
-    if latest > now:
+    if latest > now - timedelta(minutes=2):
         latest -= DAY
     return [latest - k * DAY for k in reversed(range(days))]
 

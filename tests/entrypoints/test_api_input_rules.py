@@ -117,12 +117,12 @@ async def test_trigger_instants_are_answered_in_utc_whole_seconds(api: Client) -
         "kind": "cron",
         "expression": "0 9 * * *",
         "timezone": "Asia/Kolkata",
-        "start_at": "2027-01-01T00:00:00+05:30",
-        "end_at": "2028-01-01T00:00:00.999+05:30",
+        "start_at": "2099-01-01T00:00:00+05:30",
+        "end_at": "2100-01-01T00:00:00.999+05:30",
     }
-    one_shot = {"kind": "one_shot", "run_at": "2027-06-01T12:00:00.5+02:00"}
+    one_shot = {"kind": "one_shot", "run_at": "2099-06-01T12:00:00.5+02:00"}
     # A naive wall time is the trigger's timezone's reading: it stays as written.
-    interval = {"kind": "interval", "every": 60, "anchor": "2027-01-01T08:00:00"}
+    interval = {"kind": "interval", "every": 60, "anchor": "2099-01-01T08:00:00"}
 
     answers = [
         (await api.post("/tasks", json=cron_task("http://127.0.0.1:9/", name=name, trigger=t)))
@@ -132,14 +132,14 @@ async def test_trigger_instants_are_answered_in_utc_whole_seconds(api: Client) -
     assert [answer.status_code for answer in answers] == [201, 201, 201]
     bounded, once, naive = (answer.json()["trigger"] for answer in answers)
     assert (bounded["start_at"], bounded["end_at"]) == (
-        "2026-12-31T18:30:00Z",
-        "2027-12-31T18:30:00Z",
+        "2098-12-31T18:30:00Z",
+        "2099-12-31T18:30:00Z",
     )
-    assert once["run_at"] == "2027-06-01T10:00:00Z"
-    assert naive["anchor"] == "2027-01-01T08:00:00"
+    assert once["run_at"] == "2099-06-01T10:00:00Z"
+    assert naive["anchor"] == "2099-01-01T08:00:00"
     # The same instants, so the same fire times as written.
     upcoming = (await api.get("/tasks/bounded/upcoming", params={"count": 1})).json()
-    assert upcoming["fire_times"] == ["2027-01-01T03:30:00Z"]
+    assert upcoming["fire_times"] == ["2099-01-01T03:30:00Z"]
 
 
 async def test_an_instant_without_an_offset_or_out_of_range_is_a_422(api: Client) -> None:

@@ -71,13 +71,15 @@ async def test_tasks_of_all_four_kinds_fire_on_schedule(
     api: AsyncClient, recording_target: RecordingTarget
 ) -> None:
     now = datetime.now(timezone.utc).replace(microsecond=0)
-    soon = now + timedelta(seconds=3)
-    # Daily at a wall-clock second in London (six fields, seconds first): four seconds on.
-    london = (now + timedelta(seconds=4)).astimezone(ZoneInfo("Europe/London"))
+    # Seconds ahead, with room for the four creates on a busy machine: a fire time that
+    # passed before its task was made would be tomorrow's (or a one-shot's, missed).
+    soon = now + timedelta(seconds=8)
+    # Daily at a wall-clock second in London (six fields, seconds first): ten seconds on.
+    london = (now + timedelta(seconds=10)).astimezone(ZoneInfo("Europe/London"))
     daily = f"{london.second} {london.minute} {london.hour} * * *"
     bodies = {
         "interval": {"kind": "interval", "every": "PT1H"},
-        "one-shot": {"kind": "one_shot", "run_at": utc(now + timedelta(seconds=2))},
+        "one-shot": {"kind": "one_shot", "run_at": utc(now + timedelta(seconds=6))},
         "calendar": {
             "kind": "calendar",
             "days": 1,
@@ -86,7 +88,14 @@ async def test_tasks_of_all_four_kinds_fire_on_schedule(
             "second": soon.second,
             "start_date": soon.date().isoformat(),
         },
-        "cron": {"kind": "cron", "expression": daily, "timezone": "Europe/London"},
+        # Both instants of a wall time that exists twice: on the night London's clocks go
+        # back, four seconds on may be the second one (the default fires the first only).
+        "cron": {
+            "kind": "cron",
+            "expression": daily,
+            "timezone": "Europe/London",
+            "dst": {"fold": "both"},
+        },
     }
     tasks = {
         kind: await create(
@@ -98,7 +107,7 @@ async def test_tasks_of_all_four_kinds_fire_on_schedule(
 
     for kind, task in tasks.items():
         succeeded = await eventually(
-            functools.partial(runs_of, api, task, status="succeeded"), within=10
+            functools.partial(runs_of, api, task, status="succeeded"), within=20
         )
         assert len(succeeded) == 1, kind
         assert len(recording_target.received(f"/{kind}")) == 1, kind
@@ -108,7 +117,7 @@ async def test_tasks_of_all_four_kinds_fire_on_schedule(
     }
     assert scheduled == {
         "interval": tasks["interval"]["created_at"],  # no start_at: it fires at once
-        "one-shot": utc(now + timedelta(seconds=2)),
+        "one-shot": utc(now + timedelta(seconds=6)),
         "calendar": utc(soon),
         "cron": utc(london),
     }
