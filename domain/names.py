@@ -5,6 +5,7 @@ value breaks of any of them is said in words (`mismatch_words`), not as the patt
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -85,3 +86,22 @@ def reads_as_id(ref: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+_POSTGRES_CLIENT_VARIABLE = re.compile(r"PG[A-Z]+")
+
+
+def reserved_env_name(name: str) -> str | None:
+    """Why no task may name the environment variable `name` (the words of a 422, and of a
+    run of a task stored before the rule), or None. A task names a variable to send its
+    value to a target; the scheduler's own settings and PostgreSQL's client variables
+    hold its API tokens, signing secret and database credentials."""
+    # Settings are read whatever their letter case (entrypoints/settings.py).
+    if name.upper().startswith("SCHEDULER_"):
+        return "is one of the scheduler's own settings (SCHEDULER_...), which no task may read"
+    if _POSTGRES_CLIENT_VARIABLE.fullmatch(name):
+        return (
+            "is one of PostgreSQL's client variables (PG...), which may hold the scheduler's "
+            "database credentials; no task may read them"
+        )
+    return None

@@ -18,6 +18,7 @@ import httpx
 
 from adapters.http.failures import describe, scrub
 from domain.credential_headers import is_credential_header
+from domain.names import reserved_env_name
 from domain.tasks import Auth, BasicAuth, BearerAuth, OAuth2ClientCredentials
 
 logger = logging.getLogger("scheduler.http")
@@ -49,6 +50,9 @@ class TokenError(Exception):
 
 
 def read_secret(environ: Mapping[str, str], name: str, field: str) -> str:
+    # A task stored before names such as SCHEDULER_API_TOKENS were refused: never read.
+    if (why := reserved_env_name(name)) is not None:
+        raise MissingSecret(name, field, why)
     value = environ.get(name, "")
     if not value:
         raise MissingSecret(name, field)

@@ -83,3 +83,55 @@ async def test_a_bad_entry_is_refused_naming_the_field(
     assert [error["field"] for error in errors] == [field]
     assert words in errors[0]["message"]
     assert (await client.get("/tasks")).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "words"),
+    [
+        (
+            {"target": {"headers_env": {"X-A": "SCHEDULER_API_TOKENS"}}},
+            "target.headers_env.X-A",
+            "the scheduler's own settings",
+        ),
+        (
+            {"target": {"headers_env": {"X-A": "scheduler_database_url"}}},
+            "target.headers_env.X-A",
+            "the scheduler's own settings",
+        ),
+        (
+            {"target": {"auth": {"type": "bearer", "token_env": "SCHEDULER_SIGNING_SECRET"}}},
+            "target.auth.token_env",
+            "the scheduler's own settings",
+        ),
+        (
+            {"target": {"auth": {"type": "basic", "username": "u", "password_env": "PGPASSWORD"}}},
+            "target.auth.password_env",
+            "PostgreSQL's client variables",
+        ),
+        (
+            {"notify": {"url": "http://127.0.0.1:9/e", "headers_env": {"X-A": "PGSERVICE"}}},
+            "notify.headers_env.X-A",
+            "PostgreSQL's client variables",
+        ),
+    ],
+)
+async def test_a_variable_of_the_schedulers_own_is_refused(
+    client: Client,
+    recording_target: RecordingTarget,
+    where: dict[str, Any],
+    field: str,
+    words: str,
+) -> None:
+    # A task names a variable to send its value to a target: these hold the API tokens,
+    # the signing secret and the database's credentials.
+    body = cron_task(recording_target.url())
+    body["target"].update(where.get("target", {}))
+    body.update({k: v for k, v in where.items() if k != "target"})
+
+    response = await client.post("/tasks", json=body)
+
+    assert response.status_code == 422, response.text
+    errors = response.json()["errors"]
+    assert [error["field"] for error in errors] == [field]
+    assert words in errors[0]["message"]
+    assert (await client.get("/tasks")).json()["items"] == []

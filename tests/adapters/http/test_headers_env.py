@@ -219,3 +219,27 @@ async def test_a_literal_authorization_header_echoed_back_is_scrubbed_too(
 
     assert recording_target.received()[0].header("Authorization") == f"Bearer {API_KEY}"
     assert outcome.response_excerpt == "token *** refused"
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"headers_env": {"X-A": "SCHEDULER_API_TOKENS"}},
+        {"auth": {"type": "bearer", "token_env": "SCHEDULER_API_TOKENS"}},
+    ],
+    ids=["headers_env", "auth"],
+)
+async def test_a_stored_task_naming_a_setting_of_the_scheduler_fails_uncalled(
+    make_executor: MakeExecutor, recording_target: RecordingTarget, target: dict[str, object]
+) -> None:
+    # Stored before such names were refused: its runs fail, and the value is never read.
+    executor = make_executor(environ={"SCHEDULER_API_TOKENS": API_KEY})
+    task = stored_http_task(recording_target.url("/"), **target)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.FAILED and outcome.attempts == 0
+    assert outcome.error is not None
+    assert outcome.error.startswith("environment variable SCHEDULER_API_TOKENS is one of")
+    assert API_KEY not in outcome.error
+    assert recording_target.received() == []
