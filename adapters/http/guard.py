@@ -34,6 +34,10 @@ DEFAULT_DENY: tuple[Network, ...] = (
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
+# "This host": a connection to 0.0.0.0 (or to ::) reaches this machine's own addresses,
+# as a connection to loopback does.
+_THIS_HOST = ipaddress.ip_network("0.0.0.0/8")
+_LOOPBACKS = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
 # A resolution cache holding more names than this drops its stale entries.
 _MAX_CACHED_NAMES = 1024
 
@@ -142,7 +146,8 @@ def _number(part: str) -> int | None:
 
 def _forms(address: Address) -> list[Address]:
     """The address and the IPv4 address it embeds (IPv4-mapped, NAT64, IPv4-compatible,
-    6to4), if any: each may reach that IPv4 host."""
+    6to4), if any: each may reach that IPv4 host. An address of "this host" (0.0.0.0/8,
+    ::) is loopback too, which is where a connection to it goes."""
     forms: list[Address] = [address]
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
@@ -151,6 +156,8 @@ def _forms(address: Address) -> list[Address]:
             forms.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
         elif address.sixtofour is not None:
             forms.append(address.sixtofour)
+    if any(form.is_unspecified or form in _THIS_HOST for form in forms):
+        forms += _LOOPBACKS
     return forms
 
 

@@ -220,3 +220,33 @@ async def test_a_redirect_to_a_denied_address_is_not_followed(
         # Redirects are never followed: the 3xx is the run's answer.
         assert (outcome.status, outcome.http_status) == (RunStatus.FAILED, 307)
     assert resolver.lookups == []
+
+
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "0", "0x0", "0.0.0.1", "[::]", "[::ffff:0.0.0.0]", "[::ffff:0:0]"]
+)
+@pytest.mark.parametrize("deny", ["127.0.0.1/32,::1/128", "127.0.0.0/8", "::1"])
+def test_an_address_of_this_host_is_denied_with_loopback(
+    make_executor: MakeExecutor, host: str, deny: str
+) -> None:
+    # A connection to 0.0.0.0 or :: reaches this machine, as one to loopback does: a
+    # deny list that names loopback in either family covers them.
+    executor = make_executor(HttpExecutorSettings(deny=tuple(deny.split(","))))
+
+    with pytest.raises(InvalidRequest, match="on the deny list") as rejected:
+        executor.check(HttpTarget(url=f"http://{host}:9/"))
+
+    assert rejected.value.field == "target.url"
+
+
+async def test_a_call_to_this_host_is_denied_with_loopback(
+    make_executor: MakeExecutor, recording_target: RecordingTarget
+) -> None:
+    executor = make_executor(HttpExecutorSettings(deny=("127.0.0.1/32", "::1/128")))
+    port = recording_target.url("/").split(":")[2].split("/")[0]
+    task = http_task(f"http://0.0.0.0:{port}/")
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.error == "outbound guard denied 0.0.0.0: on the deny list"
+    assert recording_target.received() == []
