@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, meta, nodes
 from jinja2.environment import Template
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import JsonValue
 
+from adapters.http.template_limits import MAX_RENDERED_CHARS, BoundedSandbox
 from domain.errors import InvalidRequest
 from domain.tasks import HttpTarget, check_http_url
 
 # The names a template may use (docs/api.md, "Templates").
 NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
-# A bound on what one template may produce, so a template cannot exhaust memory
-# with `"x" * 10**9`. Loops are bounded by the sandbox's range() limit only.
-MAX_RENDERED_CHARS = 1_000_000
-_MAX_EXPONENT = 1_000
 _COMPILED_CACHE = 4096
 
 
@@ -48,24 +42,6 @@ def _printed(value: Any) -> Any:
     if value is True or value is False:
         return "true" if value else "false"
     return value
-
-
-class _Sandbox(SandboxedEnvironment):
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
-        if operator_ == "**":
-            if isinstance(right, int | float) and abs(right) > _MAX_EXPONENT:
-                raise SecurityError(f"exponent above {_MAX_EXPONENT}")
-            return operator.pow(left, right)
-        for sequence, count in ((left, right), (right, left)):
-            if (
-                isinstance(sequence, str | list | tuple)
-                and isinstance(count, int)
-                and len(sequence) * count > MAX_RENDERED_CHARS
-            ):
-                raise SecurityError("the result of * would be too large")
-        return operator.mul(left, right)
 
 
 def template_strings(target: HttpTarget) -> Iterator[tuple[str, str]]:
@@ -103,7 +79,7 @@ def _dunder_attributes(ast: nodes.Template, source: str) -> str:
 
 class Templates:
     def __init__(self) -> None:
-        self._env = _Sandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
+        self._env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
         self._compiled: dict[str, Template] = {}
 
     def check(self, target: HttpTarget) -> None:
@@ -131,6 +107,7 @@ class Templates:
         self, target: HttpTarget, context: Mapping[str, Any]
     ) -> tuple[str, dict[str, str], JsonValue]:
         """The url, headers and body of `target` rendered. Raises TemplateFailed."""
+        self._env.begin(sum(len(source) for _, source in template_strings(target)))
         url = self._render("target.url", target.url, context)
         try:
             check_http_url(url)
@@ -155,13 +132,22 @@ class Templates:
         return value
 
     def _render(self, field: str, source: str, context: Mapping[str, Any]) -> str:
+        pieces: list[str] = []
+        size = 0
         try:
-            rendered = self._template(source).render(context)
+            # Piece by piece: a render past the bound stops there, never held whole.
+            for piece in self._template(source).generate(context):
+                size += len(piece)
+                if size > MAX_RENDERED_CHARS:
+                    raise TemplateFailed(
+                        field, f"renders to more than {MAX_RENDERED_CHARS} characters"
+                    )
+                pieces.append(piece)
+        except TemplateFailed:
+            raise
         except Exception as exc:  # a template raises whatever its expressions raise
             raise TemplateFailed(field, f"{type(exc).__name__}: {exc}") from None
-        if len(rendered) > MAX_RENDERED_CHARS:
-            raise TemplateFailed(field, f"renders to more than {MAX_RENDERED_CHARS} characters")
-        return rendered
+        return "".join(pieces)
 
     def _template(self, source: str) -> Template:
         template = self._compiled.get(source)

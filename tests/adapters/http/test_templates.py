@@ -138,6 +138,63 @@ async def test_without_template_strings_are_sent_as_written(
             id="sandbox-huge-string",
         ),
         pytest.param(
+            {
+                "body": "{% for i in range(20000) %}{% for j in range(2000) %}"
+                "{% endfor %}{% endfor %}"
+            },
+            "target.body",
+            "SecurityError: the template took more than 100000 steps (loop iterations, macro",
+            id="nested-loops",
+        ),
+        pytest.param(
+            {
+                "body": "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}"
+                "{% endmacro %}{{ m(40) }}"
+            },
+            "target.body",
+            "steps",
+            id="macro-calls-doubling",
+        ),
+        pytest.param(
+            {
+                "body": "{% set s %}{% for i in range(100) %}{{ 'x' * 999999 }}{% endfor %}"
+                "{% endset %}"
+            },
+            "target.body",
+            "SecurityError: the template printed more than 10000000 characters",
+            id="printed-into-a-variable",
+        ),
+        pytest.param(
+            {
+                "body": "{% set ns = namespace(s='xx') %}"
+                "{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+            },
+            "target.body",
+            "SecurityError: the result of ~ would be too large",
+            id="doubling-by-tilde",
+        ),
+        pytest.param(
+            {
+                "body": "{% set ns = namespace(s='xx') %}"
+                "{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"
+            },
+            "target.body",
+            "SecurityError: the result of + would be too large",
+            id="doubling-by-plus",
+        ),
+        pytest.param(
+            {"body": "{% set l = [] %}{% for i in range(9) %}{{ l.append(i) }}{% endfor %}"},
+            "target.body",
+            "SecurityError",
+            id="list-changed-in-place",
+        ),
+        pytest.param(
+            {"body": "{% for i in range(3) %}{{ 'x' * 999999 }}{% endfor %}"},
+            "target.body",
+            "renders to more than 1000000 characters",
+            id="too-long-piece-by-piece",
+        ),
+        pytest.param(
             {"headers": {"X-Break": "a{{ '\\r\\n' }}Injected: yes"}},
             "target.headers.X-Break",
             "line break",
@@ -240,3 +297,23 @@ def test_check_accepts_good_templates(executor: HttpExecutor) -> None:
             template=True,
         )
     )
+
+
+async def test_loops_and_macros_within_the_bounds_render(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    body = {
+        "hours": "{% for h in range(24) %}{{ '%02d' % h }}{{ ',' if not loop.last }}{% endfor %}",
+        "count": "{% set n = namespace(i=0) %}"
+        "{% for i in range(50000) %}{% set n.i = n.i + 1 %}{% endfor %}{{ n.i }}",
+        "macro": "{% macro twice(s) %}{{ s ~ s }}{% endmacro %}{{ twice(task.name) }}",
+    }
+    task = http_task(recording_target.url("/"), template=True, body=body)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    sent = recording_target.received()[0].json()
+    assert sent["hours"] == ",".join(f"{h:02d}" for h in range(24))
+    assert sent["count"] == "50000"
+    assert sent["macro"] == task.name * 2
