@@ -15,7 +15,7 @@ from uuid import UUID
 from application.calendars import SchedulerStore, calendars_for
 from application.history import task_id_of
 from application.ports import RunFilter, RunPageKey, TaskStore
-from domain.errors import InvalidRequest
+from domain.errors import InvalidRequest, TaskNotFound
 from domain.explain import (
     Explanation,
     Verdict,
@@ -106,8 +106,32 @@ async def explain(
     in_flight = await _in_flight(store, task_id, runs[0]) if runs else []
     explained = from_runs(occurrence, runs, later, spec, in_flight, in_force.version)
     if explained.verdict is Verdict.MISSED and not explained.runs:
+        explained = await _pruned(store, explained, task_id, occurrence)
         return await _calendar_gone(store, explained, spec_then or spec)
     return explained
+
+
+async def _pruned(
+    store: SchedulerStore, explained: Explanation, task_id: UUID, occurrence: datetime
+) -> Explanation:
+    """A run not recorded, for a task that keeps only its newest runs (`history_limit`):
+    when none of its runs from before the occurrence is left either, the sweep, which
+    removes the oldest first, may have removed the occurrence's own. Say so."""
+    try:
+        task = await store.get_task(task_id)
+    except TaskNotFound:
+        return explained
+    if task.history_limit is None:
+        return explained
+    older = RunFilter(task_id=task_id, until=occurrence - timedelta(seconds=1))
+    if await store.list_all_runs(older, None, 1):
+        return explained  # the sweep has not come this far back
+    detail = (
+        f"missed: no run is kept for it; the task keeps only its newest "
+        f"{task.history_limit} finished runs (history_limit) and none from before it is "
+        "left: if a run was made for it, it was removed since"
+    )
+    return replace(explained, detail=detail)
 
 
 async def _calendar_gone(

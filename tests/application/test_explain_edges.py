@@ -186,3 +186,47 @@ async def test_a_date_of_a_calendar_deleted_since_is_not_called_simply_missed(
         "missed: no run was recorded for it; the trigger named calendar holidays, deleted "
         "since (calendars keep no history): if it held that date, nothing was due"
     )
+
+
+async def test_a_run_removed_by_the_history_limit_is_not_said_to_be_missing(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    # Six minutely occurrences ran; the task keeps its newest three finished runs.
+    await service.create_task(task_spec(**MINUTELY, history_limit=3))
+    for minute in range(6):
+        [claimed] = await memory_store.claim_due(T0 + minute * MINUTE, 10, REPLICA)
+        await finish_one(memory_store, claimed.run.id, succeeded(T0 + minute * MINUTE))
+    assert await memory_store.delete_runs_over_limit(100) == 3
+    clock.set(T0 + 10 * MINUTE)
+
+    kept = await service.explain("minutely", T0 + 4 * MINUTE)
+    removed = await service.explain("minutely", T0 + 1 * MINUTE)
+
+    assert kept.verdict is Verdict.RAN
+    assert (removed.occurrence, removed.verdict, removed.runs) == (
+        T0 + 1 * MINUTE,
+        Verdict.MISSED,
+        [],
+    )
+    assert removed.detail == (
+        "missed: no run is kept for it; the task keeps only its newest 3 finished runs "
+        "(history_limit) and none from before it is left: if a run was made for it, it "
+        "was removed since"
+    )
+
+
+async def test_a_missed_occurrence_with_older_runs_kept_is_said_to_have_none(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    # The limit has removed nothing: the run before the occurrence is still there.
+    await service.create_task(task_spec(**MINUTELY, history_limit=3))
+    [claimed] = await memory_store.claim_due(T0, 10, REPLICA)
+    await finish_one(memory_store, claimed.run.id, succeeded(T0))
+    clock.set(T0 + 10 * MINUTE)
+
+    answer = await service.explain("minutely", T0 + 1 * MINUTE)
+
+    assert (answer.verdict, answer.detail) == (
+        Verdict.MISSED,
+        "missed: no run was recorded for it",
+    )
