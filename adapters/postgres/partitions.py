@@ -22,7 +22,7 @@ from typing import Any
 from psycopg import AsyncConnection, sql
 
 from adapters.postgres.queries import load_queries
-from adapters.postgres.schemata import Partitioning, Table
+from adapters.postgres.schemata import Table
 
 EPOCH = datetime(1970, 1, 5, tzinfo=UTC)  # a Monday
 
@@ -96,51 +96,70 @@ async def ensure_partitions(
     conn: AsyncConnection[Any], schema: str, table: Table, now: datetime
 ) -> list[sql.Composed]:
     """Make the partitions of the range holding `now` and of the `ahead` ranges after it,
-    where no partition covers them yet; return the statements run. Rows the default
-    partition holds for a new range move into it, in the same transaction."""
+    where no partition covers them yet; return the statements run. A range whose rows
+    the default partition already holds is left to it (none are moved, see
+    `_default_holds`)."""
     partitioning = table.partitions
     assert partitioning is not None
     existing = await existing_partitions(conn, schema, table.name)
     statements: list[sql.Composed] = []
     if not any(p.default for p in existing):
         statements.append(_create_default(schema, table.name))
+        await conn.execute(statements[-1])
     start = partition_start(now, partitioning.days)
     period = timedelta(days=partitioning.days)
+    locked = False
     for k in range(partitioning.ahead + 1):
         lower = start + k * period
         upper = lower + period
-        if not any(p.overlaps(lower, upper) for p in existing):
-            statements += _create_range(schema, table, partitioning, lower, upper)
-    for statement in statements:
-        await conn.execute(statement)
+        if any(p.overlaps(lower, upper) for p in existing):
+            continue
+        if not locked:
+            # CREATE TABLE ... PARTITION OF would lock the whole table against every
+            # read and write; ATTACH PARTITION locks it only against other DDL. The
+            # default partition is locked first, so that no row for the range lands
+            # there between the look below and the ATTACH (which would then fail).
+            default = sql.Identifier(schema, default_name(table.name))
+            statements.append(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(default))
+            await conn.execute(statements[-1])
+            locked = True
+        if await _default_holds(conn, schema, table.name, partitioning.column, lower, upper):
+            continue
+        for statement in _create_range(schema, table, lower, upper):
+            statements.append(statement)
+            await conn.execute(statement)
     return statements
 
 
+async def _default_holds(
+    conn: AsyncConnection[Any],
+    schema: str,
+    table: str,
+    column: str,
+    lower: datetime,
+    upper: datetime,
+) -> bool:
+    """Whether the default partition holds rows of the range [lower, upper). Such a range
+    stays there: moving them into a new partition took its locks for as long as the
+    move, and reads meanwhile saw the rows in neither place (a read fixes the partitions
+    it scans before it waits for the lock, and its snapshot after the move)."""
+    query = sql.SQL(
+        "SELECT EXISTS (SELECT 1 FROM {} WHERE {column} >= %(lower)s AND {column} < %(upper)s)"
+    ).format(sql.Identifier(schema, default_name(table)), column=sql.Identifier(column))
+    cur = await conn.execute(query, {"lower": lower, "upper": upper})
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
 def _create_range(
-    schema: str, table: Table, partitioning: Partitioning, lower: datetime, upper: datetime
+    schema: str, table: Table, lower: datetime, upper: datetime
 ) -> list[sql.Composed]:
-    # CREATE TABLE ... PARTITION OF would lock the whole table against every read and
-    # write; ATTACH PARTITION locks it only against other DDL. The default partition is
-    # locked first, so that no row for this range lands there meanwhile.
+    """A range partition, made apart and then attached (with the default partition
+    locked by the caller)."""
     parent = sql.Identifier(schema, table.name)
     part = sql.Identifier(schema, range_name(table.name, lower))
-    default = sql.Identifier(schema, default_name(table.name))
-    column = sql.Identifier(partitioning.column)
-    columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in table.columns)
     return [
-        sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(default),
         sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING DEFAULTS)").format(part, parent),
-        sql.SQL(
-            "WITH moved AS (DELETE FROM {default} WHERE {column} >= {lower} AND {column} < {upper}"
-            " RETURNING {columns}) INSERT INTO {part} ({columns}) SELECT {columns} FROM moved"
-        ).format(
-            default=default,
-            column=column,
-            lower=sql.Literal(lower),
-            upper=sql.Literal(upper),
-            columns=columns,
-            part=part,
-        ),
         sql.SQL("ALTER TABLE {} ATTACH PARTITION {} FOR VALUES FROM ({}) TO ({})").format(
             parent, part, sql.Literal(lower), sql.Literal(upper)
         ),

@@ -101,7 +101,7 @@ async def test_a_new_database_has_this_week_the_next_and_a_default(
     assert kinds == [("p",)]
 
 
-async def test_a_new_week_takes_its_runs_from_the_default_partition(
+async def test_a_week_whose_runs_are_in_the_default_partition_stays_there(
     database_url: str, postgres_store: PostgresTaskStore
 ) -> None:
     schema = postgres_store.schema
@@ -109,14 +109,22 @@ async def test_a_new_week_takes_its_runs_from_the_default_partition(
     times = [MONDAY + timedelta(hours=h) for h in range(0, 7 * 24, 12)]
     ids = await insert_runs(database_url, schema, times, "succeeded")
     assert await where_runs_are(database_url, schema) == {"runs_default": len(times)}
-    # The retention sweep on a clock in that week makes its partition (and the next).
+    # The retention sweep on a clock in that week makes the next week's partition only:
+    # that week's runs are not moved (reads meanwhile would see them in neither place).
     assert await postgres_store.drop_runs_before(MONDAY - 52 * WEEK, MONDAY + WEEK / 2) == 0
-    assert await where_runs_are(database_url, schema) == {f"runs_p{MONDAY:%Y%m%d}": len(times)}
+    names = [p.name for p in await partitions(database_url, schema)]
+    assert f"runs_p{MONDAY + WEEK:%Y%m%d}" in names and f"runs_p{MONDAY:%Y%m%d}" not in names
+    assert await where_runs_are(database_url, schema) == {"runs_default": len(times)}
     assert {run.id for run in await found_runs(postgres_store, ids)} == set(ids)
-    # A run for that week written now goes straight to its partition.
+    # A run for that week written now joins them; one of the next week has its partition.
     [late] = await insert_runs(database_url, schema, [MONDAY + timedelta(days=6)], "failed")
+    [next_week] = await insert_runs(database_url, schema, [MONDAY + WEEK], "failed")
     assert (await postgres_store.get_run(late)).status is RunStatus.FAILED
-    assert await where_runs_are(database_url, schema) == {f"runs_p{MONDAY:%Y%m%d}": len(times) + 1}
+    assert await where_runs_are(database_url, schema) == {
+        "runs_default": len(times) + 1,
+        f"runs_p{MONDAY + WEEK:%Y%m%d}": 1,
+    }
+    assert (await postgres_store.get_run(next_week)).status is RunStatus.FAILED
 
 
 async def test_retention_drops_only_finished_weeks_wholly_past_the_cutoff(
