@@ -24,7 +24,7 @@ from psycopg import AsyncConnection, sql
 from adapters.postgres.errors import translated_errors
 from adapters.postgres.liveness import with_liveness
 from adapters.postgres.partitions import create_parent, ensure_partitions, partition_existing
-from adapters.postgres.queries import load_queries
+from adapters.postgres.queries import load_queries, spec_state
 from adapters.postgres.schemata import ForeignKey, Index, Table, read_schemata
 
 _ON_DELETE = {
@@ -94,10 +94,29 @@ async def _initialize(conn: AsyncConnection[Any], schema: str, tables: list[Tabl
             for statement in more:
                 await conn.execute(statement)
             statements += more
+        if "tasks" in catalog.relations and "task_history" not in catalog.relations:
+            statements.append(_first_versions(schema))
+            await conn.execute(statements[-1])
         for table in tables:
             if table.partitions is not None:
                 statements += await ensure_partitions(conn, schema, table, now)
     return [statement.as_string(conn) for statement in statements]
+
+
+def _first_versions(schema: str) -> sql.Composed:
+    """A database from before task history: each task gets one version, its definition
+    as it is now, dated from its creation (what it was before is not known), so that
+    explain finds a version in force over the task's life and the next change is
+    recorded against it (docs/storage.md, "The initializer")."""
+    return sql.SQL(
+        "INSERT INTO {history} (task_id, version, at, actor, cause, changes, state)"
+        " SELECT t.id, t.version, t.created_at, NULL, 'api', '{{}}'::jsonb, {state}"
+        " FROM {tasks} AS t"
+    ).format(
+        history=sql.Identifier(schema, "task_history"),
+        tasks=sql.Identifier(schema, "tasks"),
+        state=spec_state("t"),
+    )
 
 
 async def read_catalog(conn: AsyncConnection[Any], schema: str) -> Catalog:

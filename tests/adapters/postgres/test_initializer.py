@@ -227,3 +227,32 @@ def test_the_minimal_file_parses() -> None:
         "things",
         ["uuid NOT NULL", "text"],
     )
+
+
+@pytest.mark.postgres
+async def test_a_database_from_before_task_history_gets_a_version_of_each_task(
+    database_url: str, fresh_schema: str
+) -> None:
+    await initialize(database_url, fresh_schema)
+    pool = create_pool(database_url, max_size=1)
+    await pool.open(wait=True)
+    try:
+        store = PostgresTaskStore(pool, fresh_schema)
+        task = await store.create_task(make_task())
+        # As a version of the scheduler that kept no history left it.
+        await query(database_url, "DROP TABLE {schema}.task_history", fresh_schema)
+
+        done = await initialize(database_url, fresh_schema)
+
+        assert any(statement.startswith("INSERT INTO") for statement in done)
+        [version] = await store.task_history(task.id, None, 10)
+        assert (version.version, version.at, version.changes) == (
+            task.version,
+            task.created_at,
+            {},
+        )
+        assert version.state == task.spec().model_dump(mode="json")
+        assert await store.task_version_at(task.id, task.created_at) == version
+        assert await initialize(database_url, fresh_schema) == []  # once
+    finally:
+        await pool.close()
