@@ -34,8 +34,8 @@ DEFAULT_DENY: tuple[Network, ...] = (
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated IPv4-compatible ::a.b.c.d
-# "This host": a connection to 0.0.0.0 (or to ::) reaches this machine's own addresses,
-# as a connection to loopback does.
+# "This host": a connection to 0.0.0.0 (or to ::), or to any loopback address
+# (127.0.0.0/8), reaches this machine as one to 127.0.0.1 or ::1 does.
 _THIS_HOST = ipaddress.ip_network("0.0.0.0/8")
 _LOOPBACKS = (ipaddress.IPv4Address("127.0.0.1"), ipaddress.IPv6Address("::1"))
 # A resolution cache holding more names than this drops its stale entries.
@@ -146,8 +146,7 @@ def _number(part: str) -> int | None:
 
 def _forms(address: Address) -> list[Address]:
     """The address and the IPv4 address it embeds (IPv4-mapped, NAT64, IPv4-compatible,
-    6to4), if any: each may reach that IPv4 host. An address of "this host" (0.0.0.0/8,
-    ::) is loopback too, which is where a connection to it goes."""
+    6to4), if any: each may reach that IPv4 host."""
     forms: list[Address] = [address]
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
@@ -156,8 +155,15 @@ def _forms(address: Address) -> list[Address]:
             forms.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
         elif address.sixtofour is not None:
             forms.append(address.sixtofour)
-    if any(form.is_unspecified or form in _THIS_HOST for form in forms):
-        forms += _LOOPBACKS
+    return forms
+
+
+def _denied_as(forms: list[Address]) -> list[Address]:
+    """The forms a deny list judges: an address of "this host" (0.0.0.0/8, ::) or of
+    loopback (127.0.0.0/8, ::1) stands for both 127.0.0.1 and ::1 too, which is where a
+    connection to it goes. Not for an allow list: allowing 127.0.0.1 allows no other."""
+    if any(form.is_unspecified or form.is_loopback or form in _THIS_HOST for form in forms):
+        return [*forms, *_LOOPBACKS]
     return forms
 
 
@@ -191,7 +197,7 @@ class OutboundGuard:
         name = normalize_host(host)
         forms = _forms(address)
         shown = name if name == str(address) else f"{name} ({address})"
-        if name in self._deny.names or self._deny.covers(forms):
+        if name in self._deny.names or self._deny.covers(_denied_as(forms)):
             raise OutboundDenied(shown, "on the deny list")
         allowed_network = self._allow.covers(forms)
         if not allowed_network and any(f in n for f in forms for n in DEFAULT_DENY):

@@ -223,14 +223,26 @@ async def test_a_redirect_to_a_denied_address_is_not_followed(
 
 
 @pytest.mark.parametrize(
-    "host", ["0.0.0.0", "0", "0x0", "0.0.0.1", "[::]", "[::ffff:0.0.0.0]", "[::ffff:0:0]"]
+    "host",
+    [
+        "0.0.0.0",
+        "0",
+        "0x0",
+        "0.0.0.1",
+        "[::]",
+        "[::ffff:0.0.0.0]",
+        "[::ffff:0:0]",
+        "127.0.0.2",
+        "2130706434",
+        "[::ffff:127.0.0.2]",
+    ],
 )
 @pytest.mark.parametrize("deny", ["127.0.0.1/32,::1/128", "127.0.0.0/8", "::1"])
-def test_an_address_of_this_host_is_denied_with_loopback(
+def test_an_address_of_this_host_or_of_loopback_is_denied_with_loopback(
     make_executor: MakeExecutor, host: str, deny: str
 ) -> None:
-    # A connection to 0.0.0.0 or :: reaches this machine, as one to loopback does: a
-    # deny list that names loopback in either family covers them.
+    # A connection to 0.0.0.0, ::, or any of 127/8 reaches this machine as one to
+    # 127.0.0.1 or ::1 does: a deny list naming loopback in either family covers them.
     executor = make_executor(HttpExecutorSettings(deny=tuple(deny.split(","))))
 
     with pytest.raises(InvalidRequest, match="on the deny list") as rejected:
@@ -250,3 +262,13 @@ async def test_a_call_to_this_host_is_denied_with_loopback(
 
     assert outcome.error == "outbound guard denied 0.0.0.0: on the deny list"
     assert recording_target.received() == []
+
+
+def test_an_allow_list_naming_one_loopback_address_allows_no_other() -> None:
+    guard = OutboundGuard(allow=["127.0.0.1/32"])
+
+    guard.check_static("127.0.0.1")
+    with pytest.raises(OutboundDenied, match="not on the allow list"):
+        guard.check_static("127.0.0.2")
+    with pytest.raises(OutboundDenied, match="not on the allow list"):
+        guard.check_static("0.0.0.0")
