@@ -161,7 +161,7 @@ async def test_without_template_strings_are_sent_as_written(
                 "{% endset %}"
             },
             "target.body",
-            "SecurityError: the template printed more than 10000000 characters",
+            "SecurityError: the template built more than 10000000 characters",
             id="printed-into-a-variable",
         ),
         pytest.param(
@@ -187,6 +187,72 @@ async def test_without_template_strings_are_sent_as_written(
             "target.body",
             "SecurityError",
             id="list-changed-in-place",
+        ),
+        pytest.param(
+            {"body": "{{ ((7 ** 1000) ** 1000) ** 4 > 0 }}"},
+            "target.body",
+            "SecurityError: the result of ** would be too large",
+            id="huge-integer-by-power",
+        ),
+        pytest.param(
+            {
+                "body": "{% set a = 7 ** 1000 %}{% set b = a * a * a * a * a * a %}"
+                "{{ b * b * b * b * b * b > 0 }}"
+            },
+            "target.body",
+            "SecurityError: the result of * would be too large",
+            id="huge-integer-by-product",
+        ),
+        pytest.param(
+            {"body": "{{ ('x' | center(10 ** 8)) | length }}"},
+            "target.body",
+            "SecurityError: an argument of 100000000 is too large",
+            id="filter-width",
+        ),
+        pytest.param(
+            {"body": "{{ 'x'.ljust(6 * 10 ** 8) | length }}"},
+            "target.body",
+            "SecurityError: an argument of 600000000 is too large",
+            id="method-width",
+        ),
+        pytest.param(
+            {"body": "{{ '{:>900000000}'.format(1) }}"},
+            "target.body",
+            "SecurityError: a width or precision in this format is too large",
+            id="format-width",
+        ),
+        pytest.param(
+            {"body": "{{ '%100000000d' | format(1) }}{{ '%*d' % (9, 1) }}"},
+            "target.body",
+            "SecurityError: a width or precision in this format is too large",
+            id="percent-width",
+        ),
+        pytest.param(
+            {"body": "{{ (' ' * 999999).replace(' ', 'abcdefghij') | length }}"},
+            "target.body",
+            "SecurityError: the result of replace would be too large",
+            id="replace-growth",
+        ),
+        pytest.param(
+            {"body": "{{ range(100000) | join('x' * 5000) | length }}"},
+            "target.body",
+            "SecurityError: the result of join would be too large",
+            id="join-separator",
+        ),
+        pytest.param(
+            {"body": "{{ lipsum(n=100000) | length }}"},
+            "target.body",
+            "UndefinedError",
+            id="no-lipsum",
+        ),
+        pytest.param(
+            {
+                "body": "{% set s = 'x' * 999999 %}"
+                "{% for i in range(100000) %}{{ 'y' in s }}{% endfor %}"
+            },
+            "target.body",
+            "SecurityError: the template used more than 1 s of CPU",
+            id="cpu",
         ),
         pytest.param(
             {"body": "{% for i in range(3) %}{{ 'x' * 999999 }}{% endfor %}"},
@@ -307,6 +373,8 @@ async def test_loops_and_macros_within_the_bounds_render(
         "count": "{% set n = namespace(i=0) %}"
         "{% for i in range(50000) %}{% set n.i = n.i + 1 %}{% endfor %}{{ n.i }}",
         "macro": "{% macro twice(s) %}{{ s ~ s }}{% endmacro %}{{ twice(task.name) }}",
+        "values": "{{ '{}'.format(1733500000) }} {{ '%d' | format(1733500000) }} "
+        "{{ dict(t=1733500000).t }} {{ range(1733500000, 1733500002) | join(',') }}",
     }
     task = http_task(recording_target.url("/"), template=True, body=body)
 
@@ -317,3 +385,4 @@ async def test_loops_and_macros_within_the_bounds_render(
     assert sent["hours"] == ",".join(f"{h:02d}" for h in range(24))
     assert sent["count"] == "50000"
     assert sent["macro"] == task.name * 2
+    assert sent["values"] == "1733500000 1733500000 1733500000 1733500000,1733500001"
