@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -31,6 +32,19 @@ async def fresh_schema(database_url: str) -> AsyncIterator[str]:
         yield schema
     finally:
         await drop_schema(database_url, schema)
+
+
+@asynccontextmanager
+async def initialized_store(url: str, schema: str) -> AsyncIterator[PostgresTaskStore]:
+    """A store on `schema`, initialized, over a pool of one connection (as a replica's
+    statements are prepared on it)."""
+    await initialize(url, schema)
+    pool = create_pool(url, max_size=1)
+    await pool.open(wait=True)
+    try:
+        yield PostgresTaskStore(pool, schema)
+    finally:
+        await pool.close()
 
 
 async def shape(url: str, schema: str) -> list[tuple[str, ...]]:
@@ -88,11 +102,7 @@ async def test_the_declared_shape_is_created(database_url: str, fresh_schema: st
 async def test_an_added_column_upgrades_an_existing_database(
     database_url: str, fresh_schema: str, tmp_path: Path
 ) -> None:
-    await initialize(database_url, fresh_schema)
-    pool = create_pool(database_url, max_size=1)
-    await pool.open(wait=True)
-    try:
-        store = PostgresTaskStore(pool, fresh_schema)
+    async with initialized_store(database_url, fresh_schema) as store:
         task = await store.create_task(make_task())
         for _ in range(6):  # let psycopg prepare the statements on this connection
             await store.get_task(task.id)
@@ -126,8 +136,6 @@ async def test_an_added_column_upgrades_an_existing_database(
         notes = await query(database_url, "SELECT note FROM {schema}.run_leases", fresh_schema)
         assert notes == [("none",)]
         assert claimed.run.task_id == task.id
-    finally:
-        await pool.close()
 
 
 @pytest.mark.postgres
@@ -233,11 +241,7 @@ def test_the_minimal_file_parses() -> None:
 async def test_a_database_from_before_task_history_gets_a_version_of_each_task(
     database_url: str, fresh_schema: str
 ) -> None:
-    await initialize(database_url, fresh_schema)
-    pool = create_pool(database_url, max_size=1)
-    await pool.open(wait=True)
-    try:
-        store = PostgresTaskStore(pool, fresh_schema)
+    async with initialized_store(database_url, fresh_schema) as store:
         task = await store.create_task(make_task())
         # As a version of the scheduler that kept no history left it.
         await query(database_url, "DROP TABLE {schema}.task_history", fresh_schema)
@@ -254,5 +258,3 @@ async def test_a_database_from_before_task_history_gets_a_version_of_each_task(
         assert version.state == task.spec().model_dump(mode="json")
         assert await store.task_version_at(task.id, task.created_at) == version
         assert await initialize(database_url, fresh_schema) == []  # once
-    finally:
-        await pool.close()
