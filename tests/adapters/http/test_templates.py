@@ -375,7 +375,7 @@ async def test_loops_and_macros_within_the_bounds_render(
     body = {
         "hours": "{% for h in range(24) %}{{ '%02d' % h }}{{ ',' if not loop.last }}{% endfor %}",
         "count": "{% set n = namespace(i=0) %}"
-        "{% for i in range(50000) %}{% set n.i = n.i + 1 %}{% endfor %}{{ n.i }}",
+        "{% for i in range(5000) %}{% set n.i = n.i + 1 %}{% endfor %}{{ n.i }}",
         "macro": "{% macro twice(s) %}{{ s ~ s }}{% endmacro %}{{ twice(task.name) }}",
         "values": "{{ '{}'.format(1733500000) }} {{ '%d' | format(1733500000) }} "
         "{{ dict(t=1733500000).t }} {{ range(1733500000, 1733500002) | join(',') }}",
@@ -387,6 +387,6 @@ async def test_loops_and_macros_within_the_bounds_render(
     assert outcome.status is RunStatus.SUCCEEDED, outcome.error
     sent = recording_target.received()[0].json()
     assert sent["hours"] == ",".join(f"{h:02d}" for h in range(24))
-    assert sent["count"] == "50000"
+    assert sent["count"] == "5000"
     assert sent["macro"] == task.name * 2
     assert sent["values"] == "1733500000 1733500000 1733500000 1733500000,1733500001"
