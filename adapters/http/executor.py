@@ -50,6 +50,7 @@ from adapters.http.requests import (
 )
 from adapters.http.settings import HttpExecutorSettings
 from adapters.http.signing import signature_secrets
+from adapters.http.template_workers import TemplateWorkers
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
 from application.ports import CallProgress, Clock, RenderedRequest
@@ -91,7 +92,8 @@ class HttpExecutor:
         )
         self._hosts = HostChecks(self._guard)
         self._clock = clock or SystemClock()
-        self._templates = Templates()
+        self._templates = Templates()  # checks templates; renders are the workers'
+        self._renders = TemplateWorkers()
         self._client: httpx.AsyncClient | None = None
         self._transport: GuardedTransport | None = None  # the client's
         self._tokens = OAuth2Tokens(self._http)
@@ -147,7 +149,7 @@ class HttpExecutor:
     ) -> RunOutcome:
         started = self._clock.now()
         try:
-            request = self._prepare(task, run, last_run_at, started)
+            request = await self._prepare(task, run, last_run_at, started)
             credentials = credentials_for(task.target.auth, self._env(), task.target.headers_env)
             credentials.secrets += literal_credentials(task.target.headers)
         except (TemplateFailed, MissingSecret) as exc:
@@ -180,7 +182,7 @@ class HttpExecutor:
         """Raises InvalidRequest for a template that fails to render or, unredacted, a
         secret that is not set; unredacted OAuth2 fetches a token (TokenError)."""
         try:
-            request = self._prepare(task, run, last_run_at, self._clock.now())
+            request = await self._prepare(task, run, last_run_at, self._clock.now())
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
         headers = header_pairs(request.headers)
@@ -216,6 +218,7 @@ class HttpExecutor:
         )
 
     async def close(self) -> None:
+        await self._renders.close()
         if self._client is not None:
             client, self._client, self._transport = self._client, None, None
             await client.aclose()
@@ -334,12 +337,12 @@ class HttpExecutor:
 
     # -- building requests --------------------------------------------------------
 
-    def _prepare(
+    async def _prepare(
         self, task: Task, run: Run, last_run_at: datetime | None, now: datetime
     ) -> PreparedRequest:
         target = task.target
         if target.template:
-            url, headers, body = self._templates.render(
+            url, headers, body = await self._renders.render(
                 target, template_context(task, run, last_run_at, now)
             )
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from jinja2 import StrictUndefined, TemplateError, meta, nodes
 from jinja2.environment import Template
@@ -19,6 +19,19 @@ NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
 _COMPILED_CACHE = 4096
 
 
+class TargetStrings(Protocol):
+    """What a render reads of a target (an `HttpTarget`, or its strings in a worker)."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def body(self) -> JsonValue: ...
+
+
 class TemplateFailed(Exception):
     """A template did not render; `field` is the dotted path of the string."""
 
@@ -26,6 +39,11 @@ class TemplateFailed(Exception):
         super().__init__(f"template {field} failed to render: {detail}")
         self.field = field
         self.detail = detail
+
+
+class TemplateOutOfMemory(TemplateFailed):
+    """A render ran out of the memory its process may use (the process is best
+    replaced: CPython may keep what it took)."""
 
 
 def rfc3339(instant: datetime) -> str:
@@ -44,7 +62,7 @@ def _printed(value: Any) -> Any:
     return value
 
 
-def template_strings(target: HttpTarget) -> Iterator[tuple[str, str]]:
+def template_strings(target: TargetStrings) -> Iterator[tuple[str, str]]:
     """(dotted field path, source) of every string a template target renders."""
     yield "target.url", target.url
     for name, value in target.headers.items():
@@ -104,9 +122,10 @@ class Templates:
                 )
 
     def render(
-        self, target: HttpTarget, context: Mapping[str, Any]
+        self, target: TargetStrings, context: Mapping[str, Any]
     ) -> tuple[str, dict[str, str], JsonValue]:
-        """The url, headers and body of `target` rendered. Raises TemplateFailed."""
+        """The url, headers and body of `target` rendered. Raises TemplateFailed
+        (TemplateOutOfMemory when it ran out of memory)."""
         self._env.begin(sum(len(source) for _, source in template_strings(target)))
         url = self._render("target.url", target.url, context)
         try:
@@ -145,6 +164,10 @@ class Templates:
                 pieces.append(piece)
         except TemplateFailed:
             raise
+        except MemoryError:
+            raise TemplateOutOfMemory(
+                field, "it needed more memory than a render may use"
+            ) from None
         except Exception as exc:  # a template raises whatever its expressions raise
             raise TemplateFailed(field, f"{type(exc).__name__}: {exc}") from None
         return "".join(pieces)

@@ -1,0 +1,84 @@
+"""What runs in a template worker process (`adapters.http.template_workers`): renders,
+one at a time, under a bound on the process's memory. `main` reads requests on stdin
+and writes answers on stdout, each a 4-byte length and that many bytes of JSON, after
+an empty one that says it is ready.
+
+The bounds of `template_limits` look at the operations they know before they run; one
+they do not know can still build a large value from small arguments (`indent` of a
+million lines, `wordwrap` with a long break, `urlize` with a long `target`). Here such
+a value meets the address-space limit this process set on itself, and the process that
+claims and calls goes on: it only waits, and stops waiting after a timeout.
+
+Requests and answers are JSON, never pickles: what a worker sends back was made by a
+template, and the process that reads it must not run what it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from pydantic import JsonValue
+
+from adapters.http.templates import TemplateFailed, TemplateOutOfMemory, Templates
+
+# A worker that answers with this had its memory run out: the parent stops it and
+# starts another (CPython's allocator may not give the memory back).
+SPENT = "spent"
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateStrings:
+    """What `Templates.render` reads of a target: its url, header values and body."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    body: JsonValue = None
+
+
+FRAME = struct.Struct(">I")
+
+
+def serve(requests: BinaryIO, answers: BinaryIO, memory_bytes: int) -> None:
+    """Answer renders until `requests` ends (the parent closed it, or is gone)."""
+    _limit_memory(memory_bytes)
+    templates = Templates()
+    answers.write(FRAME.pack(0))  # ready: its imports are done
+    answers.flush()
+    while True:
+        head = requests.read(FRAME.size)
+        if len(head) < FRAME.size:
+            return
+        request = json.loads(requests.read(FRAME.unpack(head)[0]))
+        answer = json.dumps(_answer(templates, request)).encode()
+        answers.write(FRAME.pack(len(answer)) + answer)
+        answers.flush()
+
+
+def _answer(templates: Templates, request: dict[str, Any]) -> dict[str, Any]:
+    strings = TemplateStrings(**request["target"])
+    try:
+        url, headers, body = templates.render(strings, request["context"])
+    except TemplateOutOfMemory as exc:
+        return {"failed": [exc.field, exc.detail], SPENT: True}
+    except TemplateFailed as exc:
+        return {"failed": [exc.field, exc.detail]}
+    return {"rendered": [url, headers, body]}
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    """Allow this process `memory_bytes` of address space beyond what it has mapped."""
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = mapped + memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main() -> None:
+    """The worker process: `python -c "...; main()" MEMORY_BYTES`."""
+    serve(sys.stdin.buffer, sys.stdout.buffer, int(sys.argv[1]))

@@ -1,0 +1,155 @@
+"""Renders in worker processes: what a template that would take gigabytes or run on does
+to its run and to this process (docs/api.md, "Templates"; docs/adr/0021-template-workers.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapters.http import HttpExecutor
+from adapters.http.template_worker import TemplateStrings
+from adapters.http.template_workers import TemplateWorkers
+from adapters.http.templates import TemplateFailed
+from domain.runs import RunStatus
+from tests.adapters.http.builders import http_task, make_run
+from tests.fixtures.target import RecordingTarget
+
+# Each builds about a gigabyte in one operation the bounds of template_limits do not
+# look at before it runs: its arguments are small, what it makes of them is not.
+GIGABYTE_TEMPLATES = [
+    pytest.param("{{ ('\\n' * 9999) | indent(99999, true, true) | length }}", id="indent"),
+    pytest.param("{{ ('a ' * 99999) | wordwrap(1, true, 'x' * 9999) | length }}", id="wordwrap"),
+    pytest.param(
+        "{{ ('http://a.bc ' * 9999) | urlize(target='x' * 99999) | length }}", id="urlize"
+    ),
+]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _worker_pids() -> set[int]:
+    """This process's template workers, as the system lists them."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == os.getpid() and b"template_worker" in cmdline:
+            pids.add(int(entry.name))
+    return pids
+
+
+def _environment_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+@pytest.fixture
+async def workers() -> AsyncIterator[TemplateWorkers]:
+    made = TemplateWorkers(timeout=0.5)
+    yield made
+    await made.close()
+
+
+@pytest.mark.parametrize("template", GIGABYTE_TEMPLATES)
+async def test_a_render_that_would_take_gigabytes_fails_its_run_and_this_process_goes_on(
+    executor: HttpExecutor, recording_target: RecordingTarget, template: str
+) -> None:
+    greedy = http_task(recording_target.url("/"), template=True, body={"x": template})
+    before = _peak_rss_mb()
+
+    outcome = await executor.execute(greedy, make_run(greedy), None)
+
+    assert outcome.status is RunStatus.FAILED
+    assert outcome.error == (
+        "template target.body.x failed to render: it needed more memory than a render may use"
+    )
+    assert _peak_rss_mb() - before < 100  # the gigabyte was the worker's, refused
+    assert recording_target.received() == []
+    # The next templated run renders in a fresh worker.
+    plain = http_task(recording_target.url("/{{ task.name }}"), template=True)
+    assert (await executor.execute(plain, make_run(plain), None)).status is RunStatus.SUCCEEDED
+    assert recording_target.received()[0].path == f"/{plain.name}"
+
+
+async def test_a_render_past_its_time_is_stopped_and_its_worker_replaced(
+    workers: TemplateWorkers,
+) -> None:
+    quick = TemplateStrings("http://h.test/{{ n }}")
+    assert (await workers.render(quick, {"n": 1}))[0] == "http://h.test/1"
+    [first] = _worker_pids()
+    # No text made and few steps, but seconds of CPU: stopped at the 0.5 s given here,
+    # before the worker's own 1 s bound of CPU.
+    slow = TemplateStrings(
+        "http://h.test/", body="{% for i in range(99999) %}{{ range(99999) | sum }}{% endfor %}"
+    )
+
+    with pytest.raises(TemplateFailed) as failed:
+        await workers.render(slow, {})
+
+    assert (failed.value.field, failed.value.detail) == (
+        "target",
+        "the render took more than 0.5 s and was stopped",
+    )
+    assert _worker_pids() == set()  # killed, and waited for
+    assert (await workers.render(quick, {"n": 2}))[0] == "http://h.test/2"
+    assert _worker_pids() - {first}
+
+
+async def test_a_worker_that_dies_fails_its_render_and_is_replaced() -> None:
+    workers = TemplateWorkers()
+    try:
+        quick = TemplateStrings("http://h.test/{{ n }}")
+        await workers.render(quick, {"n": 1})
+        [pid] = _worker_pids()
+        # Seconds of CPU (its own bound stops it at 1 s): still rendering when killed.
+        slow = TemplateStrings(
+            "http://h.test/", body="{% for i in range(99999) %}{{ range(99999) | sum }}{% endfor %}"
+        )
+        rendering = asyncio.create_task(workers.render(slow, {}))
+        await asyncio.sleep(0.1)  # whether it has read the request yet or not
+        os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
+
+        with pytest.raises(TemplateFailed) as failed:
+            await rendering
+
+        assert failed.value.detail == (
+            "the process rendering it stopped (a render may use 256 MB of memory)"
+        )
+        assert (await workers.render(quick, {"n": 2}))[0] == "http://h.test/2"
+    finally:
+        await workers.close()
+
+
+async def test_a_worker_is_given_none_of_the_schedulers_environment(
+    workers: TemplateWorkers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCHEDULER_API_TOKENS", "ops=a-secret-token")
+    await workers.render(TemplateStrings("http://h.test/"), {})
+
+    [pid] = _worker_pids()
+    environment = _environment_of(pid)
+    assert b"a-secret-token" not in environment
+    assert b"SCHEDULER_" not in environment
+
+
+async def test_closing_the_executor_stops_its_workers(recording_target: RecordingTarget) -> None:
+    executor = HttpExecutor(environ={})
+    task = http_task(recording_target.url("/{{ task.name }}"), template=True)
+    await executor.execute(task, make_run(task), None)
+    assert _worker_pids()
+
+    await executor.close()
+
+    assert _worker_pids() == set()
