@@ -258,3 +258,8 @@ async def test_a_database_from_before_task_history_gets_a_version_of_each_task(
         assert version.state == task.spec().model_dump(mode="json")
         assert await store.task_version_at(task.id, task.created_at) == version
         assert await initialize(database_url, fresh_schema) == []  # once
+        # The next change is recorded against it: only what changed.
+        changed = task.model_copy(update={"description": "after the upgrade"})
+        await store.update_task(changed, task.version, reschedule=False, actor="ops")
+        newest, _ = await store.task_history(task.id, None, 10)
+        assert (newest.actor, set(newest.changes)) == ("ops", {"description"})
