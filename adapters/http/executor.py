@@ -94,6 +94,9 @@ class HttpExecutor:
         self._clock = clock or SystemClock()
         self._templates = Templates()  # checks templates; renders are the workers'
         self._renders = TemplateWorkers()
+        # Dry runs (a read-only token may ask for them) render apart: they never hold
+        # the workers scheduled runs wait for.
+        self._previews = TemplateWorkers(workers=1)
         self._client: httpx.AsyncClient | None = None
         self._transport: GuardedTransport | None = None  # the client's
         self._tokens = OAuth2Tokens(self._http)
@@ -149,7 +152,7 @@ class HttpExecutor:
     ) -> RunOutcome:
         started = self._clock.now()
         try:
-            request = await self._prepare(task, run, last_run_at, started)
+            request = await self._prepare(task, run, last_run_at, started, self._renders)
             credentials = credentials_for(task.target.auth, self._env(), task.target.headers_env)
             credentials.secrets += literal_credentials(task.target.headers)
         except (TemplateFailed, MissingSecret) as exc:
@@ -182,7 +185,8 @@ class HttpExecutor:
         """Raises InvalidRequest for a template that fails to render or, unredacted, a
         secret that is not set; unredacted OAuth2 fetches a token (TokenError)."""
         try:
-            request = await self._prepare(task, run, last_run_at, self._clock.now())
+            now = self._clock.now()
+            request = await self._prepare(task, run, last_run_at, now, self._previews)
         except TemplateFailed as exc:
             raise InvalidRequest(exc.field, str(exc)) from None
         headers = header_pairs(request.headers)
@@ -219,6 +223,7 @@ class HttpExecutor:
 
     async def close(self) -> None:
         await self._renders.close()
+        await self._previews.close()
         if self._client is not None:
             client, self._client, self._transport = self._client, None, None
             await client.aclose()
@@ -338,11 +343,16 @@ class HttpExecutor:
     # -- building requests --------------------------------------------------------
 
     async def _prepare(
-        self, task: Task, run: Run, last_run_at: datetime | None, now: datetime
+        self,
+        task: Task,
+        run: Run,
+        last_run_at: datetime | None,
+        now: datetime,
+        renders: TemplateWorkers,
     ) -> PreparedRequest:
         target = task.target
         if target.template:
-            url, headers, body = await self._renders.render(
+            url, headers, body = await renders.render(
                 target, template_context(task, run, last_run_at, now)
             )
         else:

@@ -10,7 +10,8 @@ a value meets the address-space limit this process set on itself, and the proces
 claims and calls goes on: it only waits, and stops waiting after a timeout.
 
 Requests and answers are JSON, never pickles: what a worker sends back was made by a
-template, and the process that reads it must not run what it reads.
+template, and the process that reads it must not run what it reads. A worker whose
+memory stays grown after a render (past RESIDENT_GROWTH) says so, and is replaced.
 """
 
 from __future__ import annotations
@@ -25,11 +26,24 @@ from typing import Any, BinaryIO
 
 from pydantic import JsonValue
 
-from adapters.http.templates import TemplateFailed, TemplateOutOfMemory, Templates
+from adapters.http.templates import TemplateFailed, Templates
 
-# A worker that answers with this had its memory run out: the parent stops it and
-# starts another (CPython's allocator may not give the memory back).
+# A worker that answers with this is to be replaced: a render left it holding more
+# memory than it started with by RESIDENT_GROWTH (CPython may keep what it took).
 SPENT = "spent"
+RESIDENT_GROWTH = 64 * 1024 * 1024
+
+# Requests and answers: a 4-byte length, then JSON in UTF-8 (a lone surrogate, which a
+# template may print, passed as it is).
+FRAME = struct.Struct(">I")
+
+
+def dump(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def load(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,22 +55,22 @@ class TemplateStrings:
     body: JsonValue = None
 
 
-FRAME = struct.Struct(">I")
-
-
 def serve(requests: BinaryIO, answers: BinaryIO, memory_bytes: int) -> None:
     """Answer renders until `requests` ends (the parent closed it, or is gone)."""
     _limit_memory(memory_bytes)
     templates = Templates()
+    resident = _resident()
     answers.write(FRAME.pack(0))  # ready: its imports are done
     answers.flush()
     while True:
         head = requests.read(FRAME.size)
         if len(head) < FRAME.size:
             return
-        request = json.loads(requests.read(FRAME.unpack(head)[0]))
-        answer = json.dumps(_answer(templates, request)).encode()
-        answers.write(FRAME.pack(len(answer)) + answer)
+        answer = _answer(templates, load(requests.read(FRAME.unpack(head)[0])))
+        if _resident() - resident > RESIDENT_GROWTH:
+            answer[SPENT] = True
+        data = dump(answer)
+        answers.write(FRAME.pack(len(data)) + data)
         answers.flush()
 
 
@@ -64,11 +78,14 @@ def _answer(templates: Templates, request: dict[str, Any]) -> dict[str, Any]:
     strings = TemplateStrings(**request["target"])
     try:
         url, headers, body = templates.render(strings, request["context"])
-    except TemplateOutOfMemory as exc:
-        return {"failed": [exc.field, exc.detail], SPENT: True}
-    except TemplateFailed as exc:
+    except TemplateFailed as exc:  # TemplateOutOfMemory too: what it took is freed
         return {"failed": [exc.field, exc.detail]}
     return {"rendered": [url, headers, body]}
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def _limit_memory(memory_bytes: int) -> None:

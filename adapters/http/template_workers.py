@@ -16,7 +16,6 @@ to be read even by a template that escaped the sandbox.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -26,15 +25,22 @@ from typing import Any
 from pydantic import JsonValue
 
 from adapters.http import template_worker
-from adapters.http.template_worker import FRAME, SPENT
+from adapters.http.template_limits import MAX_MADE_CHARS
+from adapters.http.template_worker import FRAME, SPENT, dump, load
 from adapters.http.templates import TargetStrings, TemplateFailed
 
 log = logging.getLogger(__name__)
 
 WORKERS = 2  # renders at once; the others wait for a worker
 TIMEOUT_SECONDS = 5.0  # of wall time, from the request sent to the answer read
+WAIT_SECONDS = 30.0  # for a worker to be free, when others hold them all
 START_SECONDS = 30.0  # for a worker to start (its imports, on a busy machine)
 MEMORY_BYTES = 256 * 1024 * 1024  # of address space a worker may map beyond its own
+# An answer's length. The bounds let a render's strings come to about twice
+# MAX_MADE_CHARS (what it prints and builds, and as much again of text written out in
+# loops, which the steps bound), each character at most 6 bytes of JSON. A longer one
+# is refused before it is read: the replica never holds more of a worker's making.
+MAX_ANSWER_BYTES = 2 * MAX_MADE_CHARS * 6 + 1024 * 1024
 
 # The directory that holds this project's packages, for a worker's imports.
 _ROOT = str(Path(__file__).resolve().parents[2])
@@ -54,8 +60,10 @@ class TemplateWorkers:
         workers: int = WORKERS,
         timeout: float = TIMEOUT_SECONDS,
         memory_bytes: int = MEMORY_BYTES,
+        wait: float = WAIT_SECONDS,
     ) -> None:
         self._timeout = timeout
+        self._wait = wait
         self._memory = memory_bytes
         self._turns = asyncio.Semaphore(workers)
         self._idle: list[asyncio.subprocess.Process] = []
@@ -66,39 +74,57 @@ class TemplateWorkers:
     ) -> tuple[str, dict[str, str], JsonValue]:
         """The url, headers and body of `target` rendered. Raises TemplateFailed."""
         strings = {"url": target.url, "headers": dict(target.headers), "body": target.body}
-        request = json.dumps({"target": strings, "context": context}).encode()
-        async with self._turns:
-            if self._closed:
-                raise TemplateFailed("target", "the scheduler is stopping")
-            worker = self._idle.pop() if self._idle else None
-            answer: dict[str, Any] = {SPENT: True}
-            try:
-                if worker is None:
-                    worker = await self._start()
-                async with asyncio.timeout(self._timeout):
-                    answer = await self._exchange(worker, request)
-            except TimeoutError:
-                log.warning("a template render passed %g s: its worker was stopped", self._timeout)
-                raise TemplateFailed(
-                    "target", f"the render took more than {self._timeout:g} s and was stopped"
-                ) from None
-            except (EOFError, asyncio.IncompleteReadError, OSError):  # it died, or never began
-                log.warning("a template worker stopped during a render; another replaces it")
-                raise TemplateFailed(
-                    "target",
-                    "the process rendering it stopped (a render may use "
-                    f"{self._memory // 2**20} MB of memory)",
-                ) from None
-            finally:
-                if worker is not None:
-                    if answer.get(SPENT) or self._closed:
-                        await _stop(worker)
-                    else:
-                        self._idle.append(worker)
+        request = dump({"target": strings, "context": context})
+        try:
+            async with asyncio.timeout(self._wait):
+                await self._turns.acquire()
+        except TimeoutError:
+            raise TemplateFailed(
+                "target", f"no template worker was free within {self._wait:g} s"
+            ) from None
+        try:
+            answer = await self._render(request)
+        finally:
+            self._turns.release()
         if "failed" in answer:
             raise TemplateFailed(*answer["failed"])
         url, headers, body = answer["rendered"]
         return url, headers, body
+
+    async def _render(self, request: bytes) -> dict[str, Any]:
+        """The answer of an idle worker, or of one started for it."""
+        if self._closed:
+            raise TemplateFailed("target", "the scheduler is stopping")
+        worker = self._idle.pop() if self._idle else None
+        answer: dict[str, Any] = {SPENT: True}
+        try:
+            if worker is None:
+                worker = await self._start()
+            async with asyncio.timeout(self._timeout):
+                answer = await self._exchange(worker, request)
+        except TimeoutError:
+            log.warning("a template render passed %g s: its worker was stopped", self._timeout)
+            raise TemplateFailed(
+                "target", f"the render took more than {self._timeout:g} s and was stopped"
+            ) from None
+        except _Oversized:
+            raise TemplateFailed(
+                "target", f"its result came to more than {MAX_ANSWER_BYTES // 2**20} MB"
+            ) from None
+        except (EOFError, asyncio.IncompleteReadError, OSError):  # it died, or never began
+            log.warning("a template worker stopped during a render; another replaces it")
+            raise TemplateFailed(
+                "target",
+                "the process rendering it stopped (a render may use "
+                f"{self._memory // 2**20} MB of memory)",
+            ) from None
+        finally:
+            if worker is not None:
+                if answer.get(SPENT) or self._closed:
+                    await _stop(worker)
+                else:
+                    self._idle.append(worker)
+        return answer
 
     async def _start(self) -> asyncio.subprocess.Process:
         worker = await asyncio.create_subprocess_exec(
@@ -131,7 +157,9 @@ class TemplateWorkers:
         worker.stdin.write(FRAME.pack(len(request)) + request)
         await worker.stdin.drain()
         (size,) = FRAME.unpack(await worker.stdout.readexactly(FRAME.size))
-        answer: dict[str, Any] = json.loads(await worker.stdout.readexactly(size))
+        if size > MAX_ANSWER_BYTES:
+            raise _Oversized  # not read: the worker is stopped
+        answer: dict[str, Any] = load(await worker.stdout.readexactly(size))
         return answer
 
     async def close(self) -> None:
@@ -140,6 +168,10 @@ class TemplateWorkers:
         idle, self._idle = self._idle, []
         for worker in idle:
             await _stop(worker)
+
+
+class _Oversized(Exception):
+    """A worker announced an answer longer than MAX_ANSWER_BYTES."""
 
 
 async def _stop(worker: asyncio.subprocess.Process) -> None:

@@ -41,11 +41,6 @@ class TemplateFailed(Exception):
         self.detail = detail
 
 
-class TemplateOutOfMemory(TemplateFailed):
-    """A render ran out of the memory its process may use (the process is best
-    replaced: CPython may keep what it took)."""
-
-
 def rfc3339(instant: datetime) -> str:
     """`instant` in UTC with a `Z`, as docs/api.md writes times."""
     return instant.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
@@ -124,8 +119,7 @@ class Templates:
     def render(
         self, target: TargetStrings, context: Mapping[str, Any]
     ) -> tuple[str, dict[str, str], JsonValue]:
-        """The url, headers and body of `target` rendered. Raises TemplateFailed
-        (TemplateOutOfMemory when it ran out of memory)."""
+        """The url, headers and body of `target` rendered. Raises TemplateFailed."""
         self._env.begin(sum(len(source) for _, source in template_strings(target)))
         url = self._render("target.url", target.url, context)
         try:
@@ -164,10 +158,8 @@ class Templates:
                 pieces.append(piece)
         except TemplateFailed:
             raise
-        except MemoryError:
-            raise TemplateOutOfMemory(
-                field, "it needed more memory than a render may use"
-            ) from None
+        except MemoryError:  # in a worker, past the memory it may map (template_worker)
+            raise TemplateFailed(field, "it needed more memory than a render may use") from None
         except Exception as exc:  # a template raises whatever its expressions raise
             raise TemplateFailed(field, f"{type(exc).__name__}: {exc}") from None
         return "".join(pieces)

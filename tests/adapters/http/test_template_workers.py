@@ -16,6 +16,7 @@ from adapters.http import HttpExecutor
 from adapters.http.template_worker import TemplateStrings
 from adapters.http.template_workers import TemplateWorkers
 from adapters.http.templates import TemplateFailed
+from domain.errors import InvalidRequest
 from domain.runs import RunStatus
 from tests.adapters.http.builders import http_task, make_run
 from tests.fixtures.target import RecordingTarget
@@ -77,7 +78,7 @@ async def test_a_render_that_would_take_gigabytes_fails_its_run_and_this_process
     )
     assert _peak_rss_mb() - before < 100  # the gigabyte was the worker's, refused
     assert recording_target.received() == []
-    # The next templated run renders in a fresh worker.
+    # The next templated run renders (the worker freed what it took, or was replaced).
     plain = http_task(recording_target.url("/{{ task.name }}"), template=True)
     assert (await executor.execute(plain, make_run(plain), None)).status is RunStatus.SUCCEEDED
     assert recording_target.received()[0].path == f"/{plain.name}"
@@ -153,3 +154,42 @@ async def test_closing_the_executor_stops_its_workers(recording_target: Recordin
     await executor.close()
 
     assert _worker_pids() == set()
+
+
+SLOW = TemplateStrings(  # seconds of CPU, no text: the worker's 1 s bound of CPU stops it
+    "http://h.test/", body="{% for i in range(99999) %}{{ range(99999) | sum }}{% endfor %}"
+)
+
+
+async def test_a_render_waits_a_bounded_time_for_a_free_worker() -> None:
+    workers = TemplateWorkers(workers=1, wait=0.3)
+    try:
+        holding = asyncio.create_task(workers.render(SLOW, {}))
+        await asyncio.sleep(0)  # it takes the only worker's turn
+
+        with pytest.raises(TemplateFailed) as failed:
+            await workers.render(TemplateStrings("http://h.test/"), {})
+
+        assert failed.value.detail == "no template worker was free within 0.3 s"
+        with pytest.raises(TemplateFailed, match="1 s of CPU"):
+            await holding
+    finally:
+        await workers.close()
+
+
+async def test_dry_runs_render_apart_from_scheduled_runs(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = http_task(recording_target.url("/{{ task.name }}"), template=True)
+    await executor.execute(task, make_run(task), None)
+    await executor.render(task, make_run(task), None, redact=True)  # both kinds started
+    slow = task.model_copy(update={"target": task.target.model_copy(update={"body": SLOW.body})})
+    previewing = asyncio.create_task(executor.render(slow, make_run(slow), None, redact=True))
+    await asyncio.sleep(0.1)  # the dry run's worker is busy with it
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED
+    assert not previewing.done()  # a scheduled run did not wait for it
+    with pytest.raises(InvalidRequest, match="1 s of CPU"):
+        await previewing
