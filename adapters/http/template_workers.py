@@ -112,7 +112,7 @@ class TemplateWorkers:
                 "target", f"its result came to more than {MAX_ANSWER_BYTES // 2**20} MB"
             ) from None
         except (EOFError, asyncio.IncompleteReadError, OSError):  # it died, or never began
-            log.warning("a template worker stopped during a render; another replaces it")
+            log.warning("a template worker stopped during a render; another will replace it")
             raise TemplateFailed(
                 "target",
                 "the process rendering it stopped (a render may use "
@@ -132,8 +132,12 @@ class TemplateWorkers:
             "-c",
             f"from {template_worker.__name__} import main; main()",
             str(self._memory),
+            str(os.getpid()),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            # Not the replica's log: a worker that runs out of memory while answering
+            # would write its traceback there, a line a read-only token could repeat.
+            stderr=asyncio.subprocess.DEVNULL,
             env=_environment(),
         )
         try:
@@ -147,6 +151,10 @@ class TemplateWorkers:
             raise TemplateFailed(
                 "target", f"no template worker started within {START_SECONDS:g} s"
             ) from None
+        except (EOFError, asyncio.IncompleteReadError):
+            await _stop(worker)
+            log.error("a template worker did not start (exit code %s)", worker.returncode)
+            raise
         except BaseException:
             await _stop(worker)
             raise

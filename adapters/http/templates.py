@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+import httpx
 from jinja2 import StrictUndefined, TemplateError, meta, nodes
 from jinja2.environment import Template
 from pydantic import JsonValue
@@ -17,6 +19,10 @@ from domain.tasks import HttpTarget, check_http_url
 # The names a template may use (docs/api.md, "Templates").
 NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
 _COMPILED_CACHE = 4096
+_URL_LIMIT = 4096  # as a stored target's url (domain.tasks.HttpTarget)
+# What a header value may not hold (a line break is refused by name first); a space or
+# tab around a rendered value is not part of it (RFC 9110, 5.5) and is not sent.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class TargetStrings(Protocol):
@@ -90,6 +96,24 @@ def _dunder_attributes(ast: nodes.Template, source: str) -> str:
     return ", ".join(f".{name}" for name in sorted(names, key=lambda n: source.find(n)))
 
 
+def _check_url(url: str) -> None:
+    """A rendered URL, checked as a stored one is, and as the HTTP client will read it."""
+    if len(url) > _URL_LIMIT:
+        raise ValueError(f"is {len(url)} characters long; a URL may have {_URL_LIMIT}")
+    check_http_url(url)
+    try:
+        httpx.URL(url).host  # noqa: B018 - the host decoded as the request will (IDNA)
+    except (httpx.InvalidURL, ValueError) as exc:  # IDNA's errors are ValueErrors
+        raise ValueError(f"is not a URL the client can call: {exc}") from None
+
+
+def _shown(text: str) -> str:
+    """`text` quoted for an error message, cut short (a render may make a megabyte)."""
+    if len(text) <= 120:
+        return repr(text)
+    return f"{text[:100]!r}… ({len(text)} characters)"
+
+
 class Templates:
     def __init__(self) -> None:
         self._env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
@@ -123,15 +147,19 @@ class Templates:
         self._env.begin(sum(len(source) for _, source in template_strings(target)))
         url = self._render("target.url", target.url, context)
         try:
-            check_http_url(url)
+            _check_url(url)
         except ValueError as exc:
-            raise TemplateFailed("target.url", f"{url!r} {exc}") from None
+            raise TemplateFailed("target.url", f"{_shown(url)} {exc}") from None
         headers = {}
         for name, value in target.headers.items():
             field = f"target.headers.{name}"
-            rendered = self._render(field, value, context)
+            rendered = self._render(field, value, context).strip(" \t")
             if "\r" in rendered or "\n" in rendered:
                 raise TemplateFailed(field, "the value contains a line break")
+            if control := _CONTROL.search(rendered):
+                raise TemplateFailed(
+                    field, f"the value contains a control character ({control.group()!r})"
+                )
             headers[name] = rendered
         return url, headers, self._render_body("target.body", target.body, context)
 
@@ -162,7 +190,17 @@ class Templates:
             raise TemplateFailed(field, "it needed more memory than a render may use") from None
         except Exception as exc:  # a template raises whatever its expressions raise
             raise TemplateFailed(field, f"{type(exc).__name__}: {exc}") from None
-        return "".join(pieces)
+        rendered = "".join(pieces)
+        if not rendered.isascii():
+            try:
+                rendered.encode()
+            except UnicodeEncodeError as exc:  # what no request nor row can carry
+                raise TemplateFailed(
+                    field,
+                    f"renders {rendered[exc.start]!r} at {exc.start}, a lone surrogate,"
+                    " which UTF-8 cannot encode",
+                ) from None
+        return rendered
 
     def _template(self, source: str) -> Template:
         template = self._compiled.get(source)

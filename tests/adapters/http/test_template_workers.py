@@ -7,6 +7,8 @@ import asyncio
 import os
 import resource
 import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from domain.errors import InvalidRequest
 from domain.runs import RunStatus
 from tests.adapters.http.builders import http_task, make_run
 from tests.fixtures.target import RecordingTarget
+from tests.fixtures.waiting import wait_for
 
 # Each builds about a gigabyte in one operation the bounds of template_limits do not
 # look at before it runs: its arguments are small, what it makes of them is not.
@@ -36,8 +39,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _worker_pids() -> set[int]:
-    """This process's template workers, as the system lists them."""
+def _worker_pids(parent: int | None = None) -> set[int]:
+    """The template workers of `parent` (this process), as the system lists them."""
+    parent = os.getpid() if parent is None else parent
     pids = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -47,7 +51,7 @@ def _worker_pids() -> set[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
-        if ppid == os.getpid() and b"template_worker" in cmdline:
+        if ppid == parent and b"template_worker" in cmdline:
             pids.add(int(entry.name))
     return pids
 
@@ -193,3 +197,40 @@ async def test_dry_runs_render_apart_from_scheduled_runs(
     assert not previewing.done()  # a scheduled run did not wait for it
     with pytest.raises(InvalidRequest, match="1 s of CPU"):
         await previewing
+
+
+# A replica that renders one template in a worker, then starts one long render (a
+# single `wordwrap` of a million characters: seconds of CPU, no step to stop it) and
+# says so.
+_REPLICA = """
+import asyncio
+from adapters.http.template_worker import TemplateStrings
+from adapters.http.template_workers import TemplateWorkers
+
+async def main():
+    workers = TemplateWorkers(timeout=60)
+    await workers.render(TemplateStrings("http://h.test/"), {})
+    rendering = asyncio.create_task(workers.render(
+        TemplateStrings("http://h.test/", body="{{ ('a' * 999999) | wordwrap(1) | length }}"), {}
+    ))
+    await asyncio.sleep(0.2)
+    print("rendering", flush=True)
+    await rendering
+
+asyncio.run(main())
+"""
+
+
+def test_a_killed_replicas_worker_dies_with_it_mid_render() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _REPLICA], stdout=subprocess.PIPE, cwd=Path(__file__).parents[3]
+    ) as replica:
+        try:
+            assert replica.stdout is not None
+            assert replica.stdout.readline() == b"rendering\n"
+            [worker] = _worker_pids(replica.pid)
+        finally:
+            replica.kill()
+
+    # Seconds of its render were left: it is gone well before, killed by the kernel.
+    wait_for(lambda: not Path(f"/proc/{worker}").exists(), 3, "the worker to be gone")

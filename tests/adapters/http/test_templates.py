@@ -265,6 +265,18 @@ async def test_without_template_strings_are_sent_as_written(
             id="too-long-piece-by-piece",
         ),
         pytest.param(
+            {"headers": {"X-Nul": "a{{ '\\x00' }}b"}},
+            "target.headers.X-Nul",
+            "the value contains a control character ('\\x00')",
+            id="header-control-character",
+        ),
+        pytest.param(
+            {"body": {"x": "a{{ '\\ud800' }}"}},
+            "target.body.x",
+            "renders '\\ud800' at 1, a lone surrogate, which UTF-8 cannot encode",
+            id="lone-surrogate",
+        ),
+        pytest.param(
             {"headers": {"X-Break": "a{{ '\\r\\n' }}Injected: yes"}},
             "target.headers.X-Break",
             "line break",
@@ -289,6 +301,49 @@ async def test_a_render_failure_fails_the_run_without_a_call(
     assert outcome.error.startswith(f"template {field} failed to render: ")
     assert detail in outcome.error
     assert recording_target.received() == []
+
+
+@pytest.mark.parametrize(
+    ("url", "error"),
+    [
+        pytest.param(
+            "http://h.test/{{ 'a' * 5000 }}",
+            f"{('http://h.test/' + 'a' * 86)!r}… (5014 characters) is 5014 characters long;"
+            " a URL may have 4096",
+            id="too-long-and-shown-cut-short",
+        ),
+        pytest.param(
+            "http://{{ 'xn--' }}/x",
+            "'http://xn--/x' is not a URL the client can call: "
+            "Malformed A-label, no Punycode eligible content found",
+            id="one-the-client-refuses",
+        ),
+    ],
+)
+async def test_a_rendered_url_is_checked_as_the_client_will_read_it(
+    executor: HttpExecutor, url: str, error: str
+) -> None:
+    task = http_task(url, template=True)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.error == f"template target.url failed to render: {error}"
+    with pytest.raises(InvalidRequest) as refused:  # a dry run says the same, as a 422
+        await executor.render(task, make_run(task), None, redact=True)
+    assert str(refused.value) == f"target.url: {outcome.error}"
+
+
+async def test_spaces_around_a_rendered_header_value_are_not_sent(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    task = http_task(
+        recording_target.url("/"), template=True, headers={"X-Name": "  {{ task.name }}\t"}
+    )
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.status is RunStatus.SUCCEEDED, outcome.error
+    assert recording_target.received()[0].header("X-Name") == task.name
 
 
 async def test_a_url_rendering_to_a_non_http_url_fails(executor: HttpExecutor) -> None:
