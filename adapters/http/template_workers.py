@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from adapters.http import template_worker
-from adapters.http.template_limits import MAX_MADE_CHARS
+from adapters.http.template_limits import MAX_RENDERED_CHARS
 from adapters.http.template_worker import FRAME, SPENT, dump, load
 from adapters.http.templates import TargetStrings, TemplateFailed
 
@@ -36,11 +36,10 @@ TIMEOUT_SECONDS = 5.0  # of wall time, from the request sent to the answer read
 WAIT_SECONDS = 30.0  # for a worker to be free, when others hold them all
 START_SECONDS = 30.0  # for a worker to start (its imports, on a busy machine)
 MEMORY_BYTES = 256 * 1024 * 1024  # of address space a worker may map beyond its own
-# An answer's length. The bounds let a render's strings come to about twice
-# MAX_MADE_CHARS (what it prints and builds, and as much again of text written out in
-# loops, which the steps bound), each character at most 6 bytes of JSON. A longer one
-# is refused before it is read: the replica never holds more of a worker's making.
-MAX_ANSWER_BYTES = 2 * MAX_MADE_CHARS * 6 + 1024 * 1024
+# An answer's length: a target's strings render to MAX_RENDERED_CHARS in all, each
+# character at most 6 bytes of JSON (a control character's escape). A longer one is
+# refused before it is read: the replica never holds more of a worker's making.
+MAX_ANSWER_BYTES = 6 * MAX_RENDERED_CHARS + 1024 * 1024
 
 # The directory that holds this project's packages, for a worker's imports.
 _ROOT = str(Path(__file__).resolve().parents[2])

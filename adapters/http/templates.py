@@ -118,6 +118,7 @@ class Templates:
     def __init__(self) -> None:
         self._env = BoundedSandbox(undefined=StrictUndefined, autoescape=False, finalize=_printed)
         self._compiled: dict[str, Template] = {}
+        self._rendered_left = MAX_RENDERED_CHARS
 
     def check(self, target: HttpTarget) -> None:
         """Parse every template of `target`. Raises InvalidRequest for one that does
@@ -145,6 +146,7 @@ class Templates:
     ) -> tuple[str, dict[str, str], JsonValue]:
         """The url, headers and body of `target` rendered. Raises TemplateFailed."""
         self._env.begin(sum(len(source) for _, source in template_strings(target)))
+        self._rendered_left = MAX_RENDERED_CHARS  # what all its strings may come to
         url = self._render("target.url", target.url, context)
         try:
             _check_url(url)
@@ -174,14 +176,15 @@ class Templates:
 
     def _render(self, field: str, source: str, context: Mapping[str, Any]) -> str:
         pieces: list[str] = []
-        size = 0
         try:
             # Piece by piece: a render past the bound stops there, never held whole.
             for piece in self._template(source).generate(context):
-                size += len(piece)
-                if size > MAX_RENDERED_CHARS:
+                self._rendered_left -= len(piece)
+                if self._rendered_left < 0:
                     raise TemplateFailed(
-                        field, f"renders to more than {MAX_RENDERED_CHARS} characters"
+                        field,
+                        f"the target's strings render to more than {MAX_RENDERED_CHARS}"
+                        " characters in all",
                     )
                 pieces.append(piece)
         except TemplateFailed:

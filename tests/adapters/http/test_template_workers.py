@@ -234,3 +234,20 @@ def test_a_killed_replicas_worker_dies_with_it_mid_render() -> None:
 
     # Seconds of its render were left: it is gone well before, killed by the kernel.
     wait_for(lambda: not Path(f"/proc/{worker}").exists(), 3, "the worker to be gone")
+
+
+async def test_a_targets_strings_render_to_a_million_characters_in_all(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    # Written out, each within the bound of one string: a body of 1.2 MB in all,
+    # more than the API takes for a task (1 MiB) and than a dry run answers.
+    body = {"first": "x" * 600_000, "second": "{{ 'y' }}" + "y" * 600_000}
+    task = http_task(recording_target.url("/"), template=True, body=body)
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert outcome.error == (
+        "template target.body.second failed to render: "
+        "the target's strings render to more than 1000000 characters in all"
+    )
+    assert recording_target.received() == []

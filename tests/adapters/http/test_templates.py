@@ -261,7 +261,7 @@ async def test_without_template_strings_are_sent_as_written(
         pytest.param(
             {"body": "{% for i in range(3) %}{{ 'x' * 999999 }}{% endfor %}"},
             "target.body",
-            "renders to more than 1000000 characters",
+            "the target's strings render to more than 1000000 characters in all",
             id="too-long-piece-by-piece",
         ),
         pytest.param(
