@@ -110,7 +110,8 @@ class TemplateWorkers:
             raise TemplateFailed(
                 "target", f"its result came to more than {MAX_ANSWER_BYTES // 2**20} MB"
             ) from None
-        except (EOFError, asyncio.IncompleteReadError, OSError):  # it died, or never began
+        # It died, never began, or answered what is not an answer (ValueError: the JSON).
+        except (EOFError, asyncio.IncompleteReadError, OSError, ValueError):
             log.warning("a template worker stopped during a render; another will replace it")
             raise TemplateFailed(
                 "target",

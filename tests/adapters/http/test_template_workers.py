@@ -251,3 +251,38 @@ async def test_a_targets_strings_render_to_a_million_characters_in_all(
         "the target's strings render to more than 1000000 characters in all"
     )
     assert recording_target.received() == []
+
+
+class _Garbling(TemplateWorkers):
+    """Workers that answer what is not JSON: a worker a template had taken over, say."""
+
+    started: list[asyncio.subprocess.Process]
+
+    async def _start(self) -> asyncio.subprocess.Process:
+        script = (
+            "import sys; sys.stdin.buffer.read(4);"
+            " sys.stdout.buffer.write(bytes([0, 0, 0, 3]) + b'{no'); sys.stdout.buffer.flush();"
+            " sys.stdin.buffer.read()"
+        )
+        worker = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        self.started = [*getattr(self, "started", []), worker]
+        return worker
+
+
+async def test_an_answer_that_is_not_json_fails_the_render_and_stops_its_worker() -> None:
+    workers = _Garbling()
+    try:
+        with pytest.raises(TemplateFailed) as failed:
+            await workers.render(TemplateStrings("http://h.test/"), {})
+
+        assert failed.value.detail.startswith("the process rendering it stopped")
+        [worker] = workers.started
+        assert worker.returncode is not None  # stopped, and waited for
+    finally:
+        await workers.close()
