@@ -177,6 +177,8 @@ def check_http_url(value: str) -> str:
     return value
 
 
+URL_MAX_LENGTH = 4096  # of a target's or a destination's url, stored or rendered
+
 # Documents (in JSON Schema) what check_http_url enforces: an http(s) URL with a host.
 _HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
 
@@ -188,7 +190,7 @@ def _checked_url(value: str, info: ValidationInfo) -> str:
 # The URL a target or a notify destination calls, checked by check_http_url (when written).
 HttpUrlText = Annotated[
     str,
-    Field(max_length=4096, json_schema_extra={"pattern": _HTTP_URL_PATTERN}),
+    Field(max_length=URL_MAX_LENGTH, json_schema_extra={"pattern": _HTTP_URL_PATTERN}),
     AfterValidator(_checked_url),
 ]
 

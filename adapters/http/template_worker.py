@@ -82,22 +82,25 @@ def _answer(templates: Templates, request: dict[str, Any]) -> dict[str, Any]:
     strings = TemplateStrings(**request["target"])
     try:
         url, headers, body = templates.render(strings, request["context"])
-    except TemplateFailed as exc:  # TemplateOutOfMemory too: what it took is freed
+    except TemplateFailed as exc:  # out of memory too: a failed allocation is given back
         return {"failed": [exc.field, exc.detail]}
     return {"rendered": [url, headers, body]}
 
 
 def _resident() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return _statm(1)
 
 
 def _limit_memory(memory_bytes: int) -> None:
     """Allow this process `memory_bytes` of address space beyond what it has mapped."""
-    with open("/proc/self/statm") as statm:
-        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    limit = mapped + memory_bytes
+    limit = _statm(0) + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _statm(column: int) -> int:
+    """Bytes from /proc/self/statm: column 0 what is mapped, 1 what is resident."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[column]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def main() -> None:

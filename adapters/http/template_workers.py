@@ -9,8 +9,8 @@ while this process's event loop goes on claiming, calling and answering.
 Workers start on the first render (a deployment without templates starts none) and
 serve render after render; one that was stopped is replaced at the next render. A
 worker is a fresh interpreter (`adapters.http.template_worker.main`) given none of
-this process's environment but what Python needs: the scheduler's secrets are not there
-to be read even by a template that escaped the sandbox.
+this process's environment but what Python needs: the scheduler's secrets are not in
+its own (it runs as the same user, so the sandbox stays the boundary: ADR 0021).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class TemplateWorkers:
                 "target", f"its result came to more than {MAX_ANSWER_BYTES // 2**20} MB"
             ) from None
         # It died, never began, or answered what is not an answer (ValueError: the JSON).
-        except (EOFError, asyncio.IncompleteReadError, OSError, ValueError):
+        except (EOFError, OSError, ValueError):  # asyncio.IncompleteReadError is an EOFError
             log.warning("a template worker stopped during a render; another will replace it")
             raise TemplateFailed(
                 "target",
@@ -146,17 +146,14 @@ class TemplateWorkers:
                 ready = await worker.stdout.readexactly(FRAME.size)
             if FRAME.unpack(ready) != (0,):
                 raise EOFError("not a template worker's first answer")
-        except TimeoutError:
+        except BaseException as exc:
             await _stop(worker)
-            raise TemplateFailed(
-                "target", f"no template worker started within {START_SECONDS:g} s"
-            ) from None
-        except (EOFError, asyncio.IncompleteReadError):
-            await _stop(worker)
-            log.error("a template worker did not start (exit code %s)", worker.returncode)
-            raise
-        except BaseException:
-            await _stop(worker)
+            if isinstance(exc, TimeoutError):
+                raise TemplateFailed(
+                    "target", f"no template worker started within {START_SECONDS:g} s"
+                ) from None
+            if isinstance(exc, EOFError):  # asyncio.IncompleteReadError is one
+                log.error("a template worker did not start (exit code %s)", worker.returncode)
             raise
         return worker
 

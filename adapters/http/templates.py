@@ -14,12 +14,11 @@ from pydantic import JsonValue
 
 from adapters.http.template_limits import MAX_RENDERED_CHARS, BoundedSandbox
 from domain.errors import InvalidRequest
-from domain.tasks import HttpTarget, check_http_url
+from domain.tasks import URL_MAX_LENGTH, HttpTarget, check_http_url
 
 # The names a template may use (docs/api.md, "Templates").
 NAMES = frozenset({"task", "run", "scheduled_for", "now", "last_run"})
 _COMPILED_CACHE = 4096
-_URL_LIMIT = 4096  # as a stored target's url (domain.tasks.HttpTarget)
 # What a header value may not hold (a line break is refused by name first); a space or
 # tab around a rendered value is not part of it (RFC 9110, 5.5) and is not sent.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -98,8 +97,8 @@ def _dunder_attributes(ast: nodes.Template, source: str) -> str:
 
 def _check_url(url: str) -> None:
     """A rendered URL, checked as a stored one is, and as the HTTP client will read it."""
-    if len(url) > _URL_LIMIT:
-        raise ValueError(f"is {len(url)} characters long; a URL may have {_URL_LIMIT}")
+    if len(url) > URL_MAX_LENGTH:
+        raise ValueError(f"is {len(url)} characters long; a URL may have {URL_MAX_LENGTH}")
     check_http_url(url)
     try:
         httpx.URL(url).host  # noqa: B018 - the host decoded as the request will (IDNA)
