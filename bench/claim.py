@@ -46,28 +46,24 @@ import os
 import sys
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.postgres import PostgresTaskStore, create_pool, initialize
+from adapters.postgres import PostgresTaskStore, create_pool
 from application.claim_pass import CLAIMS_IN_FLIGHT
 from bench.claim_limits import floor_claim_all, raw_claim_all
+from bench.claim_schema import NOW, T0, again, drop, prepare
 from domain.runs import RunOutcome, RunStatus
-from domain.tasks import HttpTarget
-from domain.triggers import IntervalTrigger
 from entrypoints.gc_tuning import tune_garbage_collector
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-NOW = T0 + timedelta(seconds=5)
 CLAIMERS = (1, 3)
 BATCHES = (1, 10, 100, 500)
 WRITERS = (1, 3)
@@ -75,34 +71,6 @@ FINISH_BATCHES = (1, 10, 100)
 # Claims under way at once per claimer: one after another, and as a replica's claim pass
 # keeps them once a claim came back full (application/claim_pass.py).
 IN_FLIGHT = (1, CLAIMS_IN_FLIGHT)
-
-
-async def fill(conn: psycopg.AsyncConnection, schema: str, count: int) -> None:
-    trigger = IntervalTrigger(every=3600, anchor=T0).model_dump(mode="json")
-    target = HttpTarget(url="http://127.0.0.1:9/hook").model_dump(mode="json")
-    await conn.execute(
-        sql.SQL(
-            "INSERT INTO {}.tasks (id, name, trigger, target, misfire_grace_seconds,"
-            " created_at, updated_at) SELECT gen_random_uuid(), 'bench-' || i, %s,"
-            " jsonb_set(%s, ARRAY['url'], to_jsonb(%s || i)), 60, %s, %s"
-            " FROM generate_series(1, %s) AS i"
-        ).format(sql.Identifier(schema)),
-        [Jsonb(trigger), Jsonb(target), f"{target['url']}/", T0, T0, count],
-    )
-
-
-async def reset(conn: psycopg.AsyncConnection, schema: str) -> None:
-    """Every task due again, no runs, no leases, no dead rows."""
-    name = sql.Identifier(schema)
-    await conn.execute(
-        sql.SQL(
-            "UPDATE {}.tasks SET next_fire_at = %s, next_run_at = %s, last_run_at = NULL"
-        ).format(name),
-        [T0, T0],
-    )
-    await conn.execute(sql.SQL("TRUNCATE {}.runs, {}.run_leases").format(name, name))
-    for table in ("tasks", "runs", "run_leases"):
-        await conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(schema, table)))
 
 
 async def claim_all(
@@ -301,24 +269,6 @@ async def claim_rounds(
             )
     finally:
         await pool.close()
-
-
-async def prepare(url: str, schema: str, count: int) -> None:
-    await initialize(url, schema)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await fill(conn, schema, count)
-
-
-async def again(url: str, schema: str) -> None:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await reset(conn, schema)
-
-
-async def drop(url: str, schema: str) -> None:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-        )
 
 
 def measure_claims(

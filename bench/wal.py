@@ -38,7 +38,8 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.postgres import PostgresTaskStore, create_pool, initialize
-from bench.claim import DEFAULT_URL, NOW, again, drop, fill
+from bench.claim import DEFAULT_URL
+from bench.claim_schema import NOW, again, drop, fill
 from domain.runs import RunOutcome, RunStatus
 
 _COUNTERS = """

@@ -8,15 +8,8 @@ from __future__ import annotations
 import html
 import json
 import re
-import uuid
 from typing import Any
 
-import httpx
-import pytest
-
-from tests.console.conftest import log_in as browser_log_in
-from tests.console.test_console_browser import create as create_live
-from tests.console.test_console_browser import expect
 from tests.console.test_console_pages import (
     READER,
     WRITER,
@@ -28,7 +21,6 @@ from tests.console.test_console_pages import (
 )
 from tests.console.test_console_pages import open_console as open_console  # fixture
 from tests.entrypoints.helpers import cron_task
-from tests.fixtures.target import RecordingTarget
 
 DAILY = {"kind": "cron", "expression": "30 2 * * *", "timezone": "America/New_York"}
 
@@ -357,52 +349,3 @@ async def test_a_form_without_the_csrf_token_writes_nothing(open_console: Client
     answer = await open_console.post("/ui/new-task", data={"definition": body})
     assert answer.status_code == 403
     assert await _tasks(open_console) == []
-
-
-# -- in a real browser, against `serve` on PostgreSQL ---------------------------------------
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_a_task_is_made_edited_and_deleted_from_the_console(
-    new_page: Any, api: httpx.Client, target: RecordingTarget
-) -> None:
-    name = f"edited-{uuid.uuid4().hex[:8]}"
-    page = new_page()
-    browser_log_in(page)
-    page.get_by_role("link", name="New task").click()
-    body = {"name": name, "trigger": DAILY, "target": {"url": target.url(f"/{name}")}}
-    page.get_by_label("Definition (JSON)").fill(json.dumps(body, indent=2))
-    page.get_by_role("button", name="Create").click()
-
-    page.wait_for_url(f"**/ui/tasks/{name}?done=created")
-    expect()(page.get_by_role("status")).to_contain_text("Created")
-    expect()(page.locator("dl.facts")).to_contain_text("at 02:30 every day, New York time")
-
-    page.get_by_role("link", name="Edit").click()
-    text = page.get_by_label("Definition (JSON)").input_value()
-    page.get_by_label("Definition (JSON)").fill(text.replace("30 2 * * *", "0 7 * * 1-5"))
-    page.get_by_role("button", name="Save").click()
-    page.wait_for_url(f"**/ui/tasks/{name}?done=saved")
-    expect()(page.locator("dl.facts")).to_contain_text(
-        "at 07:00 on Monday to Friday, New York time"
-    )
-    assert api.get(f"/tasks/{name}").json()["trigger"]["expression"] == "0 7 * * 1-5"
-
-    page.get_by_role("link", name="Delete").click()
-    page.get_by_role("button", name=f"Delete {name}").click()
-    page.wait_for_url(f"**/ui/?deleted={name}")
-    expect()(page.get_by_role("status")).to_contain_text("Deleted")
-    assert api.get(f"/tasks/{name}").status_code == 404
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_the_editor_fits_a_phone(new_page: Any, api: httpx.Client, target: RecordingTarget) -> None:
-    task = create_live(api, target)
-    page = new_page(width=360)
-    browser_log_in(page)
-    page.goto(f"/ui/tasks/{task['name']}/edit")
-    expect()(page.get_by_label("Definition (JSON)")).to_be_visible()
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= 360, f"the page is {width} px wide at 360"
