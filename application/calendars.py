@@ -3,7 +3,7 @@ the calendars a trigger names, which every task use case goes through."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import date
 from itertools import count
 from typing import Any, Protocol
@@ -53,8 +53,15 @@ async def calendars_for(
     return found
 
 
+class CalendarReader(Protocol):
+    """Where `stored_calendars` reads: a CalendarStore, or a hold's transaction
+    (`TaskHold`)."""
+
+    async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]: ...
+
+
 async def stored_calendars(
-    store: CalendarStore, triggers: Sequence[Trigger]
+    store: CalendarReader, triggers: Sequence[Trigger]
 ) -> dict[str, StoredCalendar]:
     """The stored calendars among those `triggers` name, in one read."""
     names = {ref.name for trigger in triggers if (ref := trigger.calendar_ref()) is not None}

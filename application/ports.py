@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
-from application.store_ports import EventStore, TaskStore
+from application.store_ports import EventStore, TaskHold, TaskStore
 from application.store_values import (
     EventPageKey,
     Freed,
+    HoldScope,
     RunFilter,
     RunPageKey,
     TaskDelete,
@@ -38,12 +39,14 @@ __all__ = [
     "EventStore",
     "Executor",
     "Freed",
+    "HoldScope",
     "RenderedRequest",
     "RunDispatcher",
     "RunFilter",
     "RunPageKey",
     "TaskDelete",
     "TaskFilter",
+    "TaskHold",
     "TaskPageKey",
     "TaskStore",
     "TaskUpdate",

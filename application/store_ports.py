@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 from uuid import UUID
@@ -11,6 +12,7 @@ from uuid import UUID
 from application.store_values import (
     EventPageKey,
     Freed,
+    HoldScope,
     RunFilter,
     RunPageKey,
     TaskDelete,
@@ -18,10 +20,39 @@ from application.store_values import (
     TaskPageKey,
     TaskUpdate,
 )
+from domain.calendars import StoredCalendar
 from domain.events import Delivery, Event, EventStatus, Outgoing, Progress
 from domain.history import TaskVersion
 from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus
 from domain.tasks import Task
+
+
+class TaskHold(Protocol):
+    """The tasks a `TaskStore.hold_tasks` block holds: read under their locks, and
+    written in the same transaction, so that nothing changes them between the read and
+    the write."""
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The stored tasks of the hold's scope, as they are while it lasts."""
+        ...
+
+    async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
+        """As `CalendarStore.calendars_named`, in the hold's transaction."""
+        ...
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        """As `TaskStore.apply_tasks`, in the hold's transaction (committed when the
+        block ends without an exception). At most once per hold."""
+        ...
 
 
 class EventStore(Protocol):
@@ -133,6 +164,15 @@ class TaskStore(Protocol):
         versions and one notification.
         Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
         nothing, when any one of them would."""
+        ...
+
+    def hold_tasks(self, scope: HoldScope) -> AbstractAsyncContextManager[TaskHold]:
+        """Lock the calendars `scope` names, then the stored tasks it covers, and read
+        those tasks, until the block ends: a write to one of them (an update, a delete,
+        a count of outcomes) waits for it, and no claim takes them while it lasts.
+        What the block writes through the hold is committed as it ends; an exception
+        leaving the block writes nothing. A task created meanwhile under a name of the
+        scope makes the hold's create a DuplicateTaskName."""
         ...
 
     async def task_history(

@@ -70,6 +70,24 @@ class TaskDelete:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldScope:
+    """The stored tasks `TaskStore.hold_tasks` locks and reads: those named `names`,
+    and with `prune` those carrying `tag` (every task when `tag` is None). `calendars`:
+    the calendars the writes in the hold will name, locked first (as every task write
+    locks them, docs/storage.md)."""
+
+    names: frozenset[str]
+    prune: bool = False
+    tag: str | None = None
+    calendars: frozenset[str] = frozenset()
+
+    def covers(self, task: Task) -> bool:
+        return task.name in self.names or (
+            self.prune and (self.tag is None or self.tag in task.tags)
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Freed:
     """What freeing slots did: the runs recorded (as `finish_runs` or
     `expire_lost_runs` return them) and the queued runs started in the freed slots,

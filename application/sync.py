@@ -14,17 +14,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import count
 from typing import TYPE_CHECKING
 from uuid import UUID
 
 from pydantic import JsonValue
 
-from application.calendars import SchedulerStore, stored_calendars
+from application.calendars import CalendarReader, SchedulerStore, stored_calendars
 from application.contention import before_retry
 from application.ports import (
     Clock,
     Executor,
+    HoldScope,
     TaskDelete,
     TaskFilter,
     TaskPageKey,
@@ -48,6 +50,10 @@ if TYPE_CHECKING:
     from application.scheduling import SchedulingService
 
 _PAGE = 500
+# Attempts an apply makes reading, deciding and writing without holding its tasks; past
+# them it holds them (`TaskStore.hold_tasks`), so that a steady stream of other writers
+# cannot make it lose every time (docs/api.md, "POST /tasks/apply").
+UNHELD_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,51 +187,78 @@ class TaskSync:
             seen[spec.name] = i
             with refusals.of(i):
                 self._executor.check(spec.target, spec.notify)
+        scope = HoldScope(
+            names=frozenset(seen),
+            prune=prune,
+            tag=selector_tag,
+            calendars=frozenset(c.name for s in specs if (c := s.trigger.calendar_ref())),
+        )
+        listing = _Listing(specs, at, seen, refusals, scope)
         for attempt in count():
             now = truncate(self._clock.now())
-            stored = {task.name: task for task in await self._all_tasks()}
-            # Every calendar the specs name, in one read; one not stored is a 422 on
-            # `tasks[i].trigger.calendar.name`, raised below by new_task or planned.
-            triggers = [spec.trigger for spec in specs] + [t.trigger for t in stored.values()]
-            calendars = await stored_calendars(self._store, triggers)
-            result = ApplyResult()
-            created: list[Task] = []
-            updated: list[TaskUpdate] = []
-            for spec, i in zip(specs, at, strict=True):
-                if seen[spec.name] != i:  # a repeat, refused above
-                    continue
-                current = stored.get(spec.name)
-                with refusals.of(i):
-                    if current is None:
-                        created.append(self._service.new_task(spec, now, calendars))
-                        result.created.append(spec.name)
-                        continue
-                    update = self._replacement(current, spec, calendars)
-                    if update is None:
-                        result.unchanged.append(spec.name)
-                        continue
-                    updated.append(update)
-                    result.updated.append(spec.name)
-                    result.changes[spec.name] = changes_between(
-                        state_of(current), state_of(update.task)
-                    )
-            refusals.raise_any()
-            deleted = []
-            if prune:
-                for name, task in sorted(stored.items()):
-                    if name not in seen and (selector_tag is None or selector_tag in task.tags):
-                        deleted.append(TaskDelete(task.id, task.version))
-                        result.deleted.append(name)
-            if dry_run:
-                return result
             try:
-                await self._store.apply_tasks(created, updated, deleted, at=now, actor=actor)
+                if attempt < UNHELD_ATTEMPTS:
+                    # Read, decide and write without holding anything: the writes fail
+                    # when a task they touch changed meanwhile.
+                    stored = [t for t in await self._all_tasks() if scope.covers(t)]
+                    decided = await self._decide(listing, now, stored, self._store)
+                    if not dry_run:
+                        await self._store.apply_tasks(*decided.writes, at=now, actor=actor)
+                else:
+                    # Lost that often: hold the tasks it may touch while it decides, so
+                    # that writers of them wait for it instead (a create of a name it
+                    # lists may still come first: that is decided again).
+                    async with self._store.hold_tasks(scope) as hold:
+                        decided = await self._decide(listing, now, hold.tasks, hold)
+                        if not dry_run:
+                            await hold.apply_tasks(*decided.writes, at=now, actor=actor)
             except (VersionConflict, DuplicateTaskName, TaskNotFound):
                 # A task changed meanwhile: read again, decide again.
                 await before_retry(attempt, "the task list")
                 continue
-            return result
+            return decided.result
         raise AssertionError("unreachable")  # count() never ends; before_retry raises
+
+    async def _decide(
+        self, listing: _Listing, now: datetime, tasks: Sequence[Task], reader: CalendarReader
+    ) -> _Decided:
+        """What one attempt writes, given the stored tasks of the listing's scope (the
+        calendars their triggers and the specs' name read from `reader`). Raises
+        InvalidRequest naming every refused spec."""
+        stored = {task.name: task for task in tasks}
+        # Every calendar the specs name, in one read; one not stored is a 422 on
+        # `tasks[i].trigger.calendar.name`, raised below by new_task or planned.
+        triggers = [spec.trigger for spec in listing.specs] + [t.trigger for t in tasks]
+        calendars = await stored_calendars(reader, triggers)
+        result = ApplyResult()
+        created: list[Task] = []
+        updated: list[TaskUpdate] = []
+        for spec, i in zip(listing.specs, listing.at, strict=True):
+            if listing.seen[spec.name] != i:  # a repeat, refused before
+                continue
+            current = stored.get(spec.name)
+            with listing.refusals.of(i):
+                if current is None:
+                    created.append(self._service.new_task(spec, now, calendars))
+                    result.created.append(spec.name)
+                    continue
+                update = self._replacement(current, spec, calendars)
+                if update is None:
+                    result.unchanged.append(spec.name)
+                    continue
+                updated.append(update)
+                result.updated.append(spec.name)
+                result.changes[spec.name] = changes_between(
+                    state_of(current), state_of(update.task)
+                )
+        listing.refusals.raise_any()
+        deleted = []
+        if listing.scope.prune:  # the scope's tasks not listed: those the selector names
+            for name, task in sorted(stored.items()):
+                if name not in listing.seen:
+                    deleted.append(TaskDelete(task.id, task.version))
+                    result.deleted.append(name)
+        return _Decided(result, (created, updated, deleted))
 
     async def _all_tasks(self) -> list[Task]:
         tasks: list[Task] = []
@@ -236,6 +269,14 @@ class TaskSync:
             if len(page) < _PAGE:
                 return tasks
             after = TaskPageKey(page[-1].created_at, page[-1].id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decided:
+    """One attempt's decision: the answer, and the writes (created, updated, deleted)."""
+
+    result: ApplyResult
+    writes: tuple[list[Task], list[TaskUpdate], list[TaskDelete]]
 
 
 class _Refusals:
@@ -266,6 +307,19 @@ class _Refusals:
             raise InvalidRequest.of(
                 [error for _, error in sorted(self._errors, key=lambda e: e[0])]
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """What every attempt of one apply decides from: the specs, their places in the
+    request's list, the place each name was first listed at, the refusals found, and
+    the stored tasks it may touch."""
+
+    specs: Sequence[TaskSpec]
+    at: list[int]
+    seen: dict[str, int]
+    refusals: _Refusals
+    scope: HoldScope
 
 
 def _index_of(error: FieldError) -> int:

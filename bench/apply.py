@@ -7,7 +7,11 @@ every task changed (a new description: every task updated, with its history vers
 The CPU seconds are this process's (the API and the client in it; the database's are
 not counted). The schema is dropped at the end. The goal: 10,000 tasks in under 5 s.
 
-    python bench/apply.py [--tasks N] [--url URL]
+`--held` makes every apply hold its tasks from its first attempt, as one does after
+losing three attempts to other writers (application/sync.py, UNHELD_ATTEMPTS): the
+seconds then are how long the tasks stay locked, claims passing over them.
+
+    python bench/apply.py [--tasks N] [--url URL] [--held]
 
 The URL comes from --url, else SCHEDULER_DATABASE_URL, else the local server's `test`
 database.
@@ -30,6 +34,7 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import application.sync
 from adapters.postgres import initialize
 from entrypoints.container import build_container
 from entrypoints.http.app import create_app
@@ -83,7 +88,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--url", default=os.environ.get("SCHEDULER_DATABASE_URL", DEFAULT_URL))
+    parser.add_argument("--held", action="store_true", help="hold the tasks from the start")
     args = parser.parse_args()
+    if args.held:
+        application.sync.UNHELD_ATTEMPTS = 0
+    print(f"held from the first attempt: {'yes' if args.held else 'no'}")
     asyncio.run(run(args.url, args.tasks))
 
 

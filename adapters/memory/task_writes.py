@@ -1,14 +1,17 @@
 """Writing tasks in memory: create, update, delete, and a batch of all three
-(`apply_tasks`, all checked before any is written), each recording the history."""
+(`apply_tasks`, all checked before any is written), each recording the history; and the
+hold (`hold_tasks`) under whose lock a batch is decided and written."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase, copy_task
-from application.ports import TaskDelete, TaskUpdate
+from application.ports import HoldScope, TaskDelete, TaskHold, TaskUpdate
+from domain.calendars import StoredCalendar
 from domain.errors import (
     DuplicateTaskName,
     VersionConflict,
@@ -109,27 +112,87 @@ class TaskWrites(MemoryStoreBase):
         actor: str | None = None,
     ) -> None:
         async with self._lock:
-            # Every check first, so that a failing one leaves everything as it was.
-            names = dict(self._names)
-            for gone in deleted:
-                stored = self._task(gone.task_id)
-                if stored.version != gone.expected_version:
-                    raise VersionConflict(stored.id, gone.expected_version, stored.version)
-                del names[stored.name]
-            for update in updated:
-                stored = self._task(update.task.id)
-                if stored.version != update.expected_version:
-                    raise VersionConflict(stored.id, update.expected_version, stored.version)
-                del names[stored.name]
-            for task in [*created, *(update.task for update in updated)]:
-                if task.name in names:
-                    raise DuplicateTaskName(task.name)
-                names[task.name] = task.id
-                self._check_calendar_named(task)
-            for gone in deleted:
-                self._delete(gone.task_id, at, actor)
-            for update in updated:
-                self._update(update.task, update.expected_version, update.reschedule, actor)
-            for task in created:
-                self._create(task, actor)
+            self._check_batch(created, updated, deleted)
+            self._write_batch(created, updated, deleted, at, actor)
         self.notifier.notify()
+
+    @asynccontextmanager
+    async def hold_tasks(self, scope: HoldScope) -> AsyncIterator[TaskHold]:
+        """The store's lock, held for the block: every other write waits for it."""
+        async with self._lock:
+            hold = _Hold(self, [copy_task(t) for t in self._tasks.values() if scope.covers(t)])
+            yield hold
+            if hold.batch is None:
+                return
+            self._write_batch(*hold.batch)
+        self.notifier.notify()
+
+    def _check_batch(
+        self, created: Sequence[Task], updated: Sequence[TaskUpdate], deleted: Sequence[TaskDelete]
+    ) -> None:
+        """Every check of a batch, before anything of it is written."""
+        names = dict(self._names)
+        for gone in deleted:
+            stored = self._task(gone.task_id)
+            if stored.version != gone.expected_version:
+                raise VersionConflict(stored.id, gone.expected_version, stored.version)
+            del names[stored.name]
+        for update in updated:
+            stored = self._task(update.task.id)
+            if stored.version != update.expected_version:
+                raise VersionConflict(stored.id, update.expected_version, stored.version)
+            del names[stored.name]
+        for task in [*created, *(update.task for update in updated)]:
+            if task.name in names:
+                raise DuplicateTaskName(task.name)
+            names[task.name] = task.id
+            self._check_calendar_named(task)
+
+    def _write_batch(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        at: datetime,
+        actor: str | None,
+    ) -> None:
+        for gone in deleted:
+            self._delete(gone.task_id, at, actor)
+        for update in updated:
+            self._update(update.task, update.expected_version, update.reschedule, actor)
+        for task in created:
+            self._create(task, actor)
+
+
+_Batch = tuple[Sequence[Task], Sequence[TaskUpdate], Sequence[TaskDelete], datetime, str | None]
+
+
+class _Hold:
+    """A `TaskHold` in memory: the batch is checked when given, under the store's lock,
+    and written when the block ends without an exception."""
+
+    def __init__(self, store: TaskWrites, tasks: list[Task]) -> None:
+        self._store = store
+        self._tasks = tasks
+        self.batch: _Batch | None = None
+
+    @property
+    def tasks(self) -> list[Task]:
+        return self._tasks
+
+    async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
+        return {
+            name: self._store._calendars[name] for name in names if name in self._store._calendars
+        }
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        self._store._check_batch(created, updated, deleted)
+        self.batch = (created, updated, deleted, at, actor)

@@ -270,9 +270,26 @@ async def lock_named_calendars(
     the transaction of their write: a calendar change locks its row and then the task
     rows naming it, so a task write that locked a task row and then waited for the
     calendar could deadlock with it (docs/storage.md). No statement when none is named."""
-    names = sorted({name for task in tasks if (name := calendar_name(task)) is not None})
+    await lock_calendars(conn, statements, {n for t in tasks if (n := calendar_name(t))})
+
+
+async def lock_calendars(
+    conn: AsyncConnection[Any], statements: dict[str, bytes], names: Collection[str]
+) -> None:
+    """Lock these calendars (key share, in name order); no statement when none."""
     if names:
-        await conn.execute(statements["share"], {"names": names})
+        await conn.execute(statements["share"], {"names": sorted(names)})
+
+
+async def calendars_in(
+    conn: AsyncConnection[Any], statements: dict[str, bytes], names: Collection[str]
+) -> dict[str, StoredCalendar]:
+    """`calendars_named` in the caller's transaction."""
+    if not names:
+        return {}
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute(statements["named"], {"names": list(names)})
+    return {row["name"]: _calendar(row) for row in await cur.fetchall()}
 
 
 async def name_calendars(

@@ -117,6 +117,18 @@ SELECT {task_columns} FROM {schema}.tasks WHERE id = %(id)s;
 -- One task by its unique name.
 SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;
 
+-- hold_tasks --
+-- The tasks a hold covers (application.store_values.HoldScope), locked in id order, as
+-- the outcome counts lock tasks, so that two never wait on each other in a cycle. Not
+-- FOR UPDATE, which a lease insert's key-share lock waits on: see claim_due (a task the
+-- hold deletes takes the stronger lock as it goes, as delete_task does).
+SELECT {task_columns}
+FROM {schema}.tasks
+WHERE name = ANY(%(names)s::text[])
+   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+ORDER BY id
+FOR NO KEY UPDATE;
+
 -- list_tasks --
 -- A page of tasks by (created_at, id), after a keyset position when one is given.
 SELECT {task_columns}

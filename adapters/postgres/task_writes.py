@@ -1,9 +1,11 @@
 """Writing tasks on PostgreSQL: create, update, delete, and a batch of all three
-(`apply_tasks`), each in one transaction that records the history and sends NOTIFY."""
+(`apply_tasks`), each in one transaction that records the history and sends NOTIFY; and
+the hold (`hold_tasks`) in whose transaction a batch is decided and written."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
@@ -13,10 +15,17 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from adapters.postgres.calendars import lock_named_calendars, name_calendars, unknown_calendar
+from adapters.postgres.calendars import (
+    calendars_in,
+    lock_calendars,
+    lock_named_calendars,
+    name_calendars,
+    unknown_calendar,
+)
 from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
 from adapters.postgres.transactions import PostgresStoreBase
-from application.ports import TaskDelete, TaskUpdate
+from application.ports import HoldScope, TaskDelete, TaskHold, TaskUpdate
+from domain.calendars import StoredCalendar
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from domain.overlap import DELETED, QueueDrop, dropped_queue
 from domain.replanning import calendar_name
@@ -105,61 +114,82 @@ class TaskWrites(PostgresStoreBase):
     ) -> None:
         """One transaction whose statements go out batched (executemany in the pipeline):
         a round trip per kind of write, however many tasks."""
-        try:
+        with _write_errors(created):
             async with self._transaction() as conn:
-                await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
+                await self._apply_in(conn, created, updated, deleted, at, actor)
+
+    @asynccontextmanager
+    async def hold_tasks(self, scope: HoldScope) -> AsyncIterator[TaskHold]:
+        """One transaction: the calendars of `scope` locked (key share, as every task
+        write takes them first), then its tasks (`FOR UPDATE`, in id order, as the
+        outcome counts take them), read in the same round trip."""
+        hold: _Hold | None = None
+        with _write_errors(lambda: hold.created if hold is not None else []):
+            async with self._transaction() as conn:
+                await lock_calendars(conn, self._c, scope.calendars)
                 cur = conn.cursor(row_factory=dict_row)
-                if deleted:
-                    await self._queues.drop(conn, [d.task_id for d in deleted], DELETED, at)
-                    gone = [
-                        {
-                            "id": d.task_id,
-                            "at": at,
-                            "actor": actor,
-                            "expected_version": d.expected_version,
-                        }
-                        for d in deleted
-                    ]
-                    await cur.executemany(self._q["delete_task"], gone, returning=True)
-                    for d in deleted:
-                        if await cur.fetchone() is None:  # gone, or changed since it was read
-                            await self._refuse(conn, d.task_id, d.expected_version)
-                        cur.nextset()
-                if updated:
-                    # One statement, as for the creates below.
-                    rows = Jsonb(
-                        [
-                            task_row(u.task)
-                            | {"expected_version": u.expected_version, "reschedule": u.reschedule}
-                            for u in updated
-                        ]
-                    )
-                    await cur.execute(self._q["update_tasks"], {"rows": rows, "actor": actor})
-                    written = {row["id"] for row in await cur.fetchall()}
-                    for update in updated:
-                        if update.task.id not in written:
-                            raise VersionConflict(update.task.id, update.expected_version)
-                    await name_calendars(conn, self._c, [u.task for u in updated], created=False)
-                    # One statement per kind of drop, not one per task: an apply may
-                    # update thousands of tasks that keep no queue.
-                    dropping: dict[QueueDrop, list[UUID]] = {}
-                    for update in updated:
-                        if (drop := dropped_queue(update.task)) is not None:
-                            dropping.setdefault(drop, []).append(update.task.id)
-                    for drop, task_ids in dropping.items():
-                        await self._queues.drop(conn, task_ids, drop, at)
-                if created:
-                    # One statement, the rows as one JSON parameter: psycopg adapting
-                    # each of 22 parameters of each task cost more than the database.
-                    rows = Jsonb([task_row(task) for task in created])
-                    await cur.execute(self._q["insert_tasks"], {"rows": rows, "actor": actor})
-                    await name_calendars(conn, self._c, created, created=True)
-                await self._notify(conn, self.tasks_channel, "apply")
-        except psycopg.errors.UniqueViolation as exc:
-            names = ", ".join(task.name for task in created)
-            raise DuplicateTaskName(names) from exc
-        except psycopg.errors.ForeignKeyViolation as exc:
-            raise unknown_calendar(exc) from exc
+                params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
+                await cur.execute(self._q["hold_tasks"], params)
+                hold = _Hold(self, conn, [to_task(row) for row in await cur.fetchall()])
+                yield hold
+
+    async def _apply_in(
+        self,
+        conn: AsyncConnection[Any],
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        at: datetime,
+        actor: str | None,
+    ) -> None:
+        await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
+        cur = conn.cursor(row_factory=dict_row)
+        if deleted:
+            await self._queues.drop(conn, [d.task_id for d in deleted], DELETED, at)
+            gone = [
+                {
+                    "id": d.task_id,
+                    "at": at,
+                    "actor": actor,
+                    "expected_version": d.expected_version,
+                }
+                for d in deleted
+            ]
+            await cur.executemany(self._q["delete_task"], gone, returning=True)
+            for d in deleted:
+                if await cur.fetchone() is None:  # gone, or changed since it was read
+                    await self._refuse(conn, d.task_id, d.expected_version)
+                cur.nextset()
+        if updated:
+            # One statement, as for the creates below.
+            rows = Jsonb(
+                [
+                    task_row(u.task)
+                    | {"expected_version": u.expected_version, "reschedule": u.reschedule}
+                    for u in updated
+                ]
+            )
+            await cur.execute(self._q["update_tasks"], {"rows": rows, "actor": actor})
+            written = {row["id"] for row in await cur.fetchall()}
+            for update in updated:
+                if update.task.id not in written:
+                    raise VersionConflict(update.task.id, update.expected_version)
+            await name_calendars(conn, self._c, [u.task for u in updated], created=False)
+            # One statement per kind of drop, not one per task: an apply may
+            # update thousands of tasks that keep no queue.
+            dropping: dict[QueueDrop, list[UUID]] = {}
+            for update in updated:
+                if (drop := dropped_queue(update.task)) is not None:
+                    dropping.setdefault(drop, []).append(update.task.id)
+            for drop, task_ids in dropping.items():
+                await self._queues.drop(conn, task_ids, drop, at)
+        if created:
+            # One statement, the rows as one JSON parameter: psycopg adapting
+            # each of 22 parameters of each task cost more than the database.
+            rows = Jsonb([task_row(task) for task in created])
+            await cur.execute(self._q["insert_tasks"], {"rows": rows, "actor": actor})
+            await name_calendars(conn, self._c, created, created=True)
+        await self._notify(conn, self.tasks_channel, "apply")
 
     async def _refuse(
         self, conn: AsyncConnection[Any], task_id: UUID, expected_version: int | None
@@ -173,6 +203,51 @@ class TaskWrites(PostgresStoreBase):
         if found is None or expected_version is None:
             raise TaskNotFound(task_id)
         raise VersionConflict(task_id, expected_version, found["version"])
+
+
+class _Hold:
+    """A `TaskHold` on PostgreSQL: the transaction of `TaskWrites.hold_tasks`."""
+
+    def __init__(self, store: TaskWrites, conn: AsyncConnection[Any], tasks: list[Task]) -> None:
+        self._store = store
+        self._conn = conn
+        self._tasks = tasks
+        self.created: Sequence[Task] = []  # what the hold creates, named by its errors
+
+    @property
+    def tasks(self) -> list[Task]:
+        return self._tasks
+
+    async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
+        return await calendars_in(self._conn, self._store._c, names)
+
+    async def apply_tasks(
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        *,
+        at: datetime,
+        actor: str | None = None,
+    ) -> None:
+        self.created = created
+        await self._store._apply_in(self._conn, created, updated, deleted, at, actor)
+
+
+@contextmanager
+def _write_errors(
+    created: Sequence[Task] | Callable[[], Sequence[Task]],
+) -> Iterator[None]:
+    """A batch write's errors as the store contract names them: a name taken (by one of
+    `created`, or what gives them once the write is done) and a calendar not stored.
+    They may come as late as the COMMIT: the statements were pipelined."""
+    try:
+        yield
+    except psycopg.errors.UniqueViolation as exc:
+        tasks = created() if callable(created) else created
+        raise DuplicateTaskName(", ".join(task.name for task in tasks)) from exc
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise unknown_calendar(exc) from exc
 
 
 def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Exception:

@@ -1,11 +1,15 @@
 """The TaskStore contract of `apply_tasks`: creates, updates and deletes in one
-transaction, all or nothing, each with its history version. Every store passes it."""
+transaction, all or nothing, each with its history version; and of `hold_tasks`, in
+whose transaction such a batch is decided and written while other writers of its tasks
+wait. Every store passes it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from application.ports import TaskDelete, TaskFilter, TaskStore, TaskUpdate
+from application.ports import HoldScope, TaskDelete, TaskFilter, TaskStore, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from tests.adapters.contract_support import MINUTE, T0
 from tests.fixtures.backends import Backend
@@ -77,3 +81,71 @@ async def test_apply_of_many_tasks(store: TaskStore) -> None:
     tasks = [make_task(name=f"bulk-{i}") for i in range(300)]
     await store.apply_tasks(tasks, [], [], at=T0)
     assert len(await store.list_tasks(TaskFilter(name_prefix="bulk-"), None, 500)) == 300
+
+
+async def test_a_hold_reads_the_tasks_of_its_scope_and_writes_as_apply_does(
+    store: TaskStore,
+) -> None:
+    listed = await store.create_task(make_task(name="listed"))
+    selected = await store.create_task(make_task(name="selected", tags=["nightly"]))
+    await store.create_task(make_task(name="elsewhere", tags=["hourly"]))
+
+    named = HoldScope(frozenset({"listed", "fresh"}))
+    async with store.hold_tasks(named) as hold:
+        assert [task.name for task in hold.tasks] == ["listed"]
+    pruning = HoldScope(frozenset({"listed", "fresh"}), prune=True, tag="nightly")
+    async with store.hold_tasks(pruning) as hold:
+        assert sorted(task.name for task in hold.tasks) == ["listed", "selected"]
+        assert {t.id: t.version for t in hold.tasks} == {listed.id: 1, selected.id: 1}
+        changed = listed.model_copy(update={"description": "held", "updated_at": T0 + MINUTE})
+        await hold.apply_tasks(
+            [make_task(name="fresh")],
+            [TaskUpdate(changed, 1, False)],
+            [TaskDelete(selected.id, 1)],
+            at=T0 + MINUTE,
+            actor="deploy",
+        )
+    everything = HoldScope(frozenset(), prune=True)
+    async with store.hold_tasks(everything) as hold:
+        assert sorted(task.name for task in hold.tasks) == ["elsewhere", "fresh", "listed"]
+    stored = await store.get_task(listed.id)
+    assert (stored.description, stored.version) == ("held", 2)
+    assert (await store.task_history(listed.id, None, 1))[0].actor == "deploy"
+
+
+async def test_a_write_to_a_held_task_waits_for_the_hold_and_then_sees_its_version(
+    store: TaskStore,
+) -> None:
+    task = await store.create_task(make_task(name="busy"))
+    other = store  # another client of the same database: a write of the same task
+    async with store.hold_tasks(HoldScope(frozenset({"busy"}))) as hold:
+        write = asyncio.create_task(
+            other.update_task(
+                task.model_copy(update={"description": "meanwhile"}), 1, reschedule=False
+            )
+        )
+        # Bounded: a write that does not wait for the hold ends within milliseconds.
+        done, _ = await asyncio.wait({write}, timeout=0.5)
+        assert not done, "a write to a held task went through while it was held"
+        held = task.model_copy(update={"description": "held", "updated_at": T0 + MINUTE})
+        await hold.apply_tasks([], [TaskUpdate(held, 1, False)], [], at=T0 + MINUTE)
+    with pytest.raises(VersionConflict):
+        await write
+    stored = await store.get_task(task.id)
+    assert (stored.description, stored.version) == ("held", 2)
+
+
+async def test_a_hold_left_by_an_exception_writes_nothing_and_lets_go(store: TaskStore) -> None:
+    task = await store.create_task(make_task(name="kept"))
+    with pytest.raises(RuntimeError):
+        async with store.hold_tasks(HoldScope(frozenset({"kept"}))) as hold:
+            changed = task.model_copy(update={"description": "lost"})
+            await hold.apply_tasks(
+                [make_task(name="lost")], [TaskUpdate(changed, 1, False)], [], at=T0
+            )
+            raise RuntimeError("the caller failed after its writes")
+    assert await names(store) == {"kept"}
+    assert (await store.get_task(task.id)).description is None
+    # Nothing is held any more: a write goes through at once.
+    changed = task.model_copy(update={"description": "after"})
+    assert (await store.update_task(changed, 1, reschedule=False)).version == 2

@@ -6,7 +6,8 @@ run starting, takes the task's lease lock, then inserts a lease, whose foreign k
 a key-share lock on the task row. When the claim locked its rows `FOR UPDATE`, the two
 could deadlock (PostgreSQL broke it after a second and the API answered 503; an outside
 soak saw it with no fault injected). The claim now locks `FOR NO KEY UPDATE`, which the
-key-share lock does not wait on: a run starts while a claimer holds the row."""
+key-share lock does not wait on: a run starts while a claimer holds the row. An apply
+that holds its tasks locks them the same way."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 
 from adapters.postgres.queries import bind_queries
+from application.ports import HoldScope
 from domain.runs import RunStatus
 from tests.adapters.postgres.support import MINUTE, T0
 from tests.fixtures.postgres import PostgresBackend
@@ -40,3 +42,16 @@ async def test_a_manual_run_starts_while_a_claimer_holds_the_tasks_row(
 
         assert manual.run.status is RunStatus.RUNNING
         await claimer.rollback()
+
+
+async def test_a_manual_run_starts_while_an_apply_holds_the_tasks_row(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """An apply that holds its tasks (`hold_tasks`, after losing to other writers)
+    locks them as the claim does: a run of one of them starts meanwhile."""
+    store = await postgres_backend.new_store()
+    task = await store.create_task(make_task(due=None))
+    async with store.hold_tasks(HoldScope(frozenset({task.name}))) as hold:
+        assert [held.id for held in hold.tasks] == [task.id]
+        manual = await asyncio.wait_for(store.start_manual_run(task.id, T0, "api:1"), 10)
+        assert manual.run.status is RunStatus.RUNNING

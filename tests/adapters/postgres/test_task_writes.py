@@ -1,6 +1,7 @@
 """Task creates on PostgreSQL: one round trip each (docs/storage.md, "Task writes"),
-with or without a calendar, and what that one statement writes. The semantics are the
-contract's (tests/adapters/test_tasks_contract.py and its siblings)."""
+with or without a calendar, and what that one statement writes; and what only
+PostgreSQL's hold meets. The semantics are the contract's
+(tests/adapters/test_tasks_contract.py, test_apply_contract.py and their siblings)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from uuid import uuid4
 
 import pytest
 
+from application.ports import HoldScope, TaskUpdate
 from domain.calendars import CalendarRef, StoredCalendar
 from domain.errors import DuplicateTaskName, InvalidRequest
 from domain.triggers import CronTrigger
@@ -66,3 +68,22 @@ async def test_a_refused_create_writes_nothing(postgres_backend: PostgresBackend
         postgres_backend.schema,
     )
     assert rows == [(1, 1, 0)]
+
+
+async def test_a_hold_refuses_a_name_created_meanwhile_and_claims_pass_over_it(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """Two things only PostgreSQL's hold can meet: another replica creating a name the
+    hold lists while it lasts (in memory every write waits for a hold), and a claim,
+    which passes over the held tasks (`FOR UPDATE SKIP LOCKED`) instead of waiting."""
+    store, other = await postgres_backend.new_store(), await postgres_backend.new_store()
+    due = await store.create_task(make_task(HOURLY, name="due", due=T0))
+    with pytest.raises(DuplicateTaskName):
+        async with store.hold_tasks(HoldScope(frozenset({"due", "racing"}))) as hold:
+            assert [task.name for task in hold.tasks] == ["due"]
+            assert await other.claim_due(T0, 10, "other:1") == []
+            await other.create_task(make_task(HOURLY, name="racing", due=None))
+            update = TaskUpdate(due.model_copy(update={"description": "held"}), 1, False)
+            await hold.apply_tasks([make_task(HOURLY, name="racing")], [update], [], at=T0)
+    assert (await store.get_task(due.id)).description is None  # nothing of the hold
+    assert [claimed.task.id for claimed in await other.claim_due(T0, 10, "other:1")] == [due.id]
