@@ -36,6 +36,7 @@ from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
     TaskNotFound,
+    TransactionCollided,
     VersionConflict,
 )
 from domain.history import changes_between, state_of
@@ -212,8 +213,9 @@ class TaskSync:
                         decided = await self._decide(listing, now, hold.tasks, hold)
                         if not dry_run:
                             await hold.apply_tasks(*decided.writes, at=now, actor=actor)
-            except (VersionConflict, DuplicateTaskName, TaskNotFound):
-                # A task changed meanwhile: read again, decide again.
+            except (VersionConflict, DuplicateTaskName, TaskNotFound, TransactionCollided):
+                # A task changed meanwhile, or the write met another one (which the
+                # database rolled back): read again, decide again.
                 await before_retry(attempt, "the task list")
                 continue
             return decided.result

@@ -103,6 +103,12 @@ class StoreUnavailable(SchedulerError):
     """
 
 
+class TransactionCollided(StoreUnavailable):
+    """The database rolled the transaction back for colliding with another (a deadlock,
+    a serialization failure): nothing of it was written, and trying it again at once
+    is safe. Unavailable to every caller that does not try again itself (a 503)."""
+
+
 class CommitUnanswered(StoreUnavailable):
     """The connection was lost after the transaction's COMMIT was sent and before its
     answer came: the transaction may have landed, or not. A claim or a manual run looks

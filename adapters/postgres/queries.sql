@@ -117,11 +117,25 @@ SELECT {task_columns} FROM {schema}.tasks WHERE id = %(id)s;
 -- One task by its unique name.
 SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;
 
+-- lock_tasks --
+-- Lock these tasks in id order, as the outcome counts do, so that two writers never wait
+-- on each other in a cycle. Not FOR UPDATE, which a lease insert's key-share lock waits
+-- on: see claim_due (a task then deleted takes the stronger lock as it goes).
+SELECT id FROM {schema}.tasks WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR NO KEY UPDATE;
+
+-- hold_task_ids --
+-- The tasks a hold covers (application.store_values.HoldScope), locked as lock_tasks
+-- locks them; hold_tasks reads them in a statement of its own.
+SELECT id
+FROM {schema}.tasks
+WHERE name = ANY(%(names)s::text[])
+   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+ORDER BY id
+FOR NO KEY UPDATE;
+
 -- hold_tasks --
--- The tasks a hold covers (application.store_values.HoldScope), locked in id order, as
--- the outcome counts lock tasks, so that two never wait on each other in a cycle. Not
--- FOR UPDATE, which a lease insert's key-share lock waits on: see claim_due (a task the
--- hold deletes takes the stronger lock as it goes, as delete_task does).
+-- The tasks a hold covers, read after hold_task_ids locked them (a snapshot of its own,
+-- with every task committed while it waited), and locked too: one committed meanwhile.
 SELECT {task_columns}
 FROM {schema}.tasks
 WHERE name = ANY(%(names)s::text[])

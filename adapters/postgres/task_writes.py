@@ -4,6 +4,7 @@ the hold (`hold_tasks`) in whose transaction a batch is decided and written."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -96,6 +97,8 @@ class TaskWrites(PostgresStoreBase):
         delete that found no row tells a conflict from a missing task; raising rolls the
         transaction back, the queue drop before it included."""
         async with self._transaction() as conn:
+            # The task row before its runs, as every writer of both takes them.
+            await conn.execute(self._q["lock_tasks"], {"ids": [task_id]})
             await self._queues.drop(conn, [task_id], DELETED, at)
             params = {"id": task_id, "at": at, "actor": actor, "expected_version": expected_version}
             cur = await conn.execute(self._q["delete_task"], params)
@@ -120,17 +123,29 @@ class TaskWrites(PostgresStoreBase):
 
     @asynccontextmanager
     async def hold_tasks(self, scope: HoldScope) -> AsyncIterator[TaskHold]:
-        """One transaction: the calendars of `scope` locked (key share, as every task
-        write takes them first), then its tasks (`FOR UPDATE`, in id order, as the
-        outcome counts take them), read in the same round trip."""
+        """One transaction: one hold at a time (an advisory lock of the schema's, which
+        nothing else takes), then the calendars of `scope` (key share, as every task
+        write takes them first), then its tasks (`FOR NO KEY UPDATE`, in id order, as
+        the outcome counts take them), and only then their read: a statement that
+        waited for a row lock reads that row anew but not the rows committed while it
+        waited (a task another apply created), so the read is a statement of its own,
+        again while it finds tasks the locks did not take."""
         hold: _Hold | None = None
         with _write_errors(lambda: hold.created if hold is not None else []):
             async with self._transaction() as conn:
+                await conn.execute(self._q["lock_leases"], {"keys": [_hold_key(self.schema)]})
                 await lock_calendars(conn, self._c, scope.calendars)
-                cur = conn.cursor(row_factory=dict_row)
                 params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
-                await cur.execute(self._q["hold_tasks"], params)
-                hold = _Hold(self, conn, [to_task(row) for row in await cur.fetchall()])
+                locked = await conn.execute(self._q["hold_task_ids"], params)
+                held = {task_id for (task_id,) in await locked.fetchall()}
+                for _ in range(_HOLD_READS):
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(self._q["hold_tasks"], params)
+                    tasks = [to_task(row) for row in await cur.fetchall()]
+                    if held.issuperset(task.id for task in tasks):
+                        break
+                    held.update(task.id for task in tasks)  # locked now: read once more
+                hold = _Hold(self, conn, tasks)
                 yield hold
 
     async def _apply_in(
@@ -143,6 +158,15 @@ class TaskWrites(PostgresStoreBase):
         actor: str | None,
     ) -> None:
         await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
+        # The task rows first, in id order, as the outcome counts and a hold take them,
+        # before the runs a queue drop changes: the UPDATE below would lock them in the
+        # order of its join, and two such writers could wait on each other in a cycle.
+        ids = sorted({d.task_id for d in deleted} | {u.task.id for u in updated})
+        if ids:
+            await conn.execute(self._q["lock_tasks"], {"ids": ids})
+        # New names in one order, so that two applies creating the same ones wait on
+        # the first name both create rather than on each other.
+        created = sorted(created, key=lambda task: task.name)
         cur = conn.cursor(row_factory=dict_row)
         if deleted:
             await self._queues.drop(conn, [d.task_id for d in deleted], DELETED, at)
@@ -203,6 +227,18 @@ class TaskWrites(PostgresStoreBase):
         if found is None or expected_version is None:
             raise TaskNotFound(task_id)
         raise VersionConflict(task_id, expected_version, found["version"])
+
+
+# Reads of a hold's tasks at most: each that finds a task the last did not is followed
+# by another (a task committed meanwhile); past them, a create of a listed name made
+# meanwhile fails the hold's write and the apply decides again.
+_HOLD_READS = 3
+
+
+def _hold_key(schema: str) -> int:
+    """The advisory lock one hold at a time takes (a signed 64-bit integer per schema)."""
+    digest = hashlib.blake2b(f"{schema}:apply-hold".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class _Hold:

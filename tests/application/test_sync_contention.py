@@ -21,6 +21,7 @@ from application.engine_settings import EngineSettings
 from application.ports import HoldScope, TaskDelete, TaskHold, TaskStore, TaskUpdate
 from application.scheduling import SchedulingService
 from application.sync import UNHELD_ATTEMPTS, TaskSync
+from domain.errors import TransactionCollided
 from domain.tasks import Task, TaskSpec
 from tests.fixtures.backends import Backend
 
@@ -124,3 +125,39 @@ async def test_an_apply_that_others_keep_changing_lands_and_their_writes_land_af
         ("ops", ["description"]),
         ("deploy", ["description", "target"]),
     ]
+
+
+class Colliding:
+    """A store whose first batch write the database rolls back for meeting another
+    transaction (a deadlock it broke)."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.inner = store
+        self.applies = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def apply_tasks(self, *args: Any, **kwargs: Any) -> None:
+        self.applies += 1
+        if self.applies == 1:
+            raise TransactionCollided("the transaction collided with another")
+        await self.inner.apply_tasks(*args, **kwargs)
+
+
+async def test_an_apply_the_database_rolled_back_for_a_collision_decides_again(
+    backend: Backend,
+) -> None:
+    store = Colliding(await backend.new_store())
+    clock = FakeClock(T0)
+    engine = TriggerLoop(
+        store, await backend.new_waker(), NoopExecutor(clock), clock,
+        EngineSettings(replica="test:1"),
+    )  # fmt: skip
+    service = SchedulingService(store, NoopExecutor(clock), clock, engine, replica="test:1")
+    tasks = TaskSync(store, NoopExecutor(clock), clock, service)
+
+    result = await tasks.apply([spec("fresh")])
+
+    assert (result.created, store.applies) == (["fresh"], 2)
+    assert (await service.get_task("fresh")).version == 1
