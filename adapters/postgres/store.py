@@ -16,6 +16,7 @@ Particular to this adapter:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -72,6 +73,7 @@ class PostgresTaskStore(
         self._q = bind_queries(schema)
         self._c = calendar_statements(schema)
         self._calendar_cache = {}
+        self._holding = asyncio.Lock()  # TaskWrites.hold_tasks: one at a time, here too
         self.tasks_channel, self.cancel_channel = channels(schema)
         self._b = backfill_statements(schema)
         self._queues = Queues(self._q, schema, valid_task, self._rules, self._b)

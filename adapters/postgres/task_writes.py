@@ -124,29 +124,38 @@ class TaskWrites(PostgresStoreBase):
     @asynccontextmanager
     async def hold_tasks(self, scope: HoldScope) -> AsyncIterator[TaskHold]:
         """One transaction: one hold at a time (an advisory lock of the schema's, which
-        nothing else takes), then the calendars of `scope` (key share, as every task
-        write takes them first), then its tasks (`FOR NO KEY UPDATE`, in id order, as
-        the outcome counts take them), and only then their read: a statement that
-        waited for a row lock reads that row anew but not the rows committed while it
-        waited (a task another apply created), so the read is a statement of its own,
-        again while it finds tasks the locks did not take."""
-        hold: _Hold | None = None
-        with _write_errors(lambda: hold.created if hold is not None else []):
-            async with self._transaction() as conn:
-                await conn.execute(self._q["lock_leases"], {"keys": [_hold_key(self.schema)]})
-                await lock_calendars(conn, self._c, scope.calendars)
-                params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
-                locked = await conn.execute(self._q["hold_task_ids"], params)
-                held = {task_id for (task_id,) in await locked.fetchall()}
-                for _ in range(_HOLD_READS):
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(self._q["hold_tasks"], params)
-                    tasks = [to_task(row) for row in await cur.fetchall()]
-                    if held.issuperset(task.id for task in tasks):
-                        break
-                    held.update(task.id for task in tasks)  # locked now: read once more
-                hold = _Hold(self, conn, tasks)
-                yield hold
+        nothing else takes, waited for only once this process's own hold ended), then
+        the calendars of `scope` (key share, as every task write takes them first), then
+        its tasks (`FOR NO KEY UPDATE`, in id order, as the outcome counts take them),
+        and only then their read: a statement that waited for a row lock reads that row
+        anew but not the rows committed while it waited (a task another apply created),
+        so the read is a statement of its own, again while it finds tasks the locks did
+        not take."""
+        # Waiting for this process's earlier hold to end keeps no connection from the
+        # pool (an audit's 30 applies queued on the advisory lock took all ten, and the
+        # replica's reads and engine answered 503): at most one waits there per replica.
+        async with self._holding:
+            hold: _Hold | None = None
+            with _write_errors(lambda: hold.created if hold is not None else []):
+                async with self._transaction() as conn:
+                    hold = _Hold(self, conn, await self._held_tasks(conn, scope))
+                    yield hold
+
+    async def _held_tasks(self, conn: AsyncConnection[Any], scope: HoldScope) -> list[Task]:
+        """Lock a hold's tasks, then read them (`hold_tasks` says in which order)."""
+        await conn.execute(self._q["lock_leases"], {"keys": [_hold_key(self.schema)]})
+        await lock_calendars(conn, self._c, scope.calendars)
+        params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
+        locked = await conn.execute(self._q["hold_task_ids"], params)
+        held = {task_id for (task_id,) in await locked.fetchall()}
+        for _ in range(_HOLD_READS):
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._q["hold_tasks"], params)
+            tasks = [to_task(row) for row in await cur.fetchall()]
+            if held.issuperset(task.id for task in tasks):
+                break
+            held.update(task.id for task in tasks)  # locked now: read once more
+        return tasks
 
     async def _apply_in(
         self,

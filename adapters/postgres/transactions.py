@@ -46,6 +46,7 @@ class PostgresStoreBase:
     _q: dict[str, bytes]
     _c: dict[str, bytes]  # the calendar statements (adapters.postgres.calendars)
     _calendar_cache: dict[str, StoredCalendar]  # what the claim path read, by name
+    _holding: asyncio.Lock  # the holds of this process, one at a time (hold_tasks)
     tasks_channel: str
     cancel_channel: str
     _queues: Queues

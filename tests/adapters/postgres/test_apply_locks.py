@@ -15,6 +15,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
+from adapters.postgres import PostgresTaskStore
 from application.ports import HoldScope, TaskDelete, TaskStore, TaskUpdate
 from domain.errors import DuplicateTaskName, TaskNotFound
 from domain.runs import RunStatus
@@ -161,3 +162,30 @@ async def test_two_applies_creating_the_same_names_in_opposite_orders_never_dead
         assert sorted(type(r).__name__ for r in raised if r is not None) == [
             DuplicateTaskName.__name__
         ], raised
+
+
+async def test_holds_waiting_for_each_other_leave_the_pool_to_the_rest(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """Holds run one at a time; those waiting their turn keep no connection: an audit's
+    30 applies queued on the hold's lock took every connection of the replica's pool,
+    and its reads, its engine and its event sender answered 503."""
+    store = PostgresTaskStore(await postgres_backend.new_pool(max_size=2), postgres_backend.schema)
+    task = await store.create_task(make_task(name="read-meanwhile"))
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def hold(first: bool) -> None:
+        async with store.hold_tasks(HoldScope(frozenset({"read-meanwhile"}))):
+            if first:
+                inside.set()
+                await release.wait()
+
+    holding = [asyncio.create_task(hold(first=i == 0)) for i in range(6)]
+    try:
+        await inside.wait()
+        await asyncio.sleep(0.2)  # for the holds behind it to take what they would take
+        # One connection is the first hold's; the other is free for a read.
+        assert (await asyncio.wait_for(store.get_task(task.id), 3)).id == task.id
+    finally:
+        release.set()
+        await asyncio.gather(*holding, return_exceptions=True)
