@@ -9,23 +9,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from adapters.clock import FakeClock
-from adapters.memory import NoopExecutor
-from application.engine import TriggerLoop
-from application.engine_settings import EngineSettings
 from application.ports import HoldScope, TaskDelete, TaskHold, TaskStore, TaskUpdate
 from application.scheduling import SchedulingService
 from application.sync import UNHELD_ATTEMPTS, TaskSync
 from domain.errors import TransactionCollided
 from domain.tasks import Task, TaskSpec
+from tests.application.sync_support import sync_over
 from tests.fixtures.backends import Backend
-
-T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
 
 
 class Relentless:
@@ -70,14 +64,8 @@ class Relentless:
 @pytest.fixture
 async def sync(backend: Backend) -> AsyncIterator[tuple[TaskSync, SchedulingService, Relentless]]:
     store = Relentless(await backend.new_store())
-    clock = FakeClock(T0)
-    engine = TriggerLoop(
-        store, await backend.new_waker(), NoopExecutor(clock), clock,
-        EngineSettings(replica="test:1"),
-    )  # fmt: skip
-    # The engine is never started: only the task writes matter here.
-    service = SchedulingService(store, NoopExecutor(clock), clock, engine, replica="test:1")
-    yield TaskSync(store, NoopExecutor(clock), clock, service), service, store
+    tasks, service = await sync_over(store, backend)
+    yield tasks, service, store
 
 
 def spec(name: str, url: str = "https://reports.test/hook", *tags: str) -> TaskSpec:
@@ -149,13 +137,7 @@ async def test_an_apply_the_database_rolled_back_for_a_collision_decides_again(
     backend: Backend,
 ) -> None:
     store = Colliding(await backend.new_store())
-    clock = FakeClock(T0)
-    engine = TriggerLoop(
-        store, await backend.new_waker(), NoopExecutor(clock), clock,
-        EngineSettings(replica="test:1"),
-    )  # fmt: skip
-    service = SchedulingService(store, NoopExecutor(clock), clock, engine, replica="test:1")
-    tasks = TaskSync(store, NoopExecutor(clock), clock, service)
+    tasks, service = await sync_over(store, backend)
 
     result = await tasks.apply([spec("fresh")])
 

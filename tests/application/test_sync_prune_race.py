@@ -7,23 +7,17 @@ apply deleted the tasks they had just changed."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from adapters.clock import FakeClock
-from adapters.memory import NoopExecutor
-from application.engine import TriggerLoop
-from application.engine_settings import EngineSettings
 from application.ports import TaskDelete, TaskStore, TaskUpdate
 from application.scheduling import SchedulingService
 from application.sync import TaskSync
 from domain.errors import TaskNotFound
 from domain.tasks import Task, TaskSpec
+from tests.application.sync_support import sync_over
 from tests.fixtures.backends import Backend
-
-T0 = datetime(2026, 3, 7, 12, 0, 0, tzinfo=UTC)
 
 
 class ChangedMeanwhile:
@@ -55,14 +49,8 @@ class ChangedMeanwhile:
 @pytest.fixture
 async def sync(backend: Backend) -> AsyncIterator[tuple[TaskSync, SchedulingService, Any]]:
     store = ChangedMeanwhile(await backend.new_store())
-    clock = FakeClock(T0)
-    engine = TriggerLoop(
-        store, await backend.new_waker(), NoopExecutor(clock), clock,
-        EngineSettings(replica="test:1"),
-    )  # fmt: skip
-    # The engine is never started: only the task writes matter here.
-    service = SchedulingService(store, NoopExecutor(clock), clock, engine, replica="test:1")
-    yield TaskSync(store, NoopExecutor(clock), clock, service), service, store
+    tasks, service = await sync_over(store, backend)
+    yield tasks, service, store
 
 
 def spec(name: str, *tags: str) -> TaskSpec:
