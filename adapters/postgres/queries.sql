@@ -123,6 +123,13 @@ SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;
 -- on: see claim_due (a task then deleted takes the stronger lock as it goes).
 SELECT id FROM {schema}.tasks WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR NO KEY UPDATE;
 
+-- lock_task_leases --
+-- The leases of these tasks (locked by lock_tasks), in run-id order, before their queued
+-- runs and before the task's deletion deletes the leases by its cascade, in the order
+-- it scans them: an outcome batch deletes them in run-id order (finish_runs).
+SELECT run_id FROM {schema}.run_leases WHERE task_id = ANY(%(ids)s::uuid[])
+ORDER BY run_id FOR UPDATE;
+
 -- hold_task_ids --
 -- The tasks a hold covers (application.store_values.HoldScope), locked as lock_tasks
 -- locks them; hold_tasks reads them in a statement of its own.
@@ -457,7 +464,12 @@ WITH outcome AS (
     WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = o.run_id AND r.status || '' = 'running'
     RETURNING {run_columns}
 ), freed AS (
-    DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM finished)
+    -- The leases locked in run-id order before they go, as every deleter of several
+    -- takes them (a task's deletion included: docs/storage.md, "Lock order").
+    DELETE FROM {schema}.run_leases WHERE run_id IN (
+        SELECT run_id FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM finished)
+        ORDER BY run_id FOR UPDATE
+    )
 )
 SELECT {run_columns} FROM finished;
 
@@ -556,7 +568,10 @@ WITH lost AS (
     WHERE status = 'running' AND lease_expires_at < %(now)s
     RETURNING {run_columns}
 ), freed AS (
-    DELETE FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM lost)
+    DELETE FROM {schema}.run_leases WHERE run_id IN (  -- in run-id order: see finish_runs
+        SELECT run_id FROM {schema}.run_leases WHERE run_id IN (SELECT id FROM lost)
+        ORDER BY run_id FOR UPDATE
+    )
 )
 SELECT {run_columns} FROM lost;
 

@@ -97,8 +97,10 @@ class TaskWrites(PostgresStoreBase):
         delete that found no row tells a conflict from a missing task; raising rolls the
         transaction back, the queue drop before it included."""
         async with self._transaction() as conn:
-            # The task row before its runs, as every writer of both takes them.
+            # The task row before its runs, as every writer of both takes them; its
+            # leases in run-id order before the cascade takes them in its own.
             await conn.execute(self._q["lock_tasks"], {"ids": [task_id]})
+            await conn.execute(self._q["lock_task_leases"], {"ids": [task_id]})
             await self._queues.drop(conn, [task_id], DELETED, at)
             params = {"id": task_id, "at": at, "actor": actor, "expected_version": expected_version}
             cur = await conn.execute(self._q["delete_task"], params)
@@ -178,6 +180,7 @@ class TaskWrites(PostgresStoreBase):
         created = sorted(created, key=lambda task: task.name)
         cur = conn.cursor(row_factory=dict_row)
         if deleted:
+            await conn.execute(self._q["lock_task_leases"], {"ids": [d.task_id for d in deleted]})
             await self._queues.drop(conn, [d.task_id for d in deleted], DELETED, at)
             gone = [
                 {

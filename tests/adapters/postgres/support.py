@@ -98,3 +98,15 @@ async def kill_idle_connections(url: str, schema: str) -> int:
 
     await eventually(exited)
     return len(pids)
+
+
+async def waiting(backend: PostgresBackend, count: int = 1) -> bool:
+    """Whether `count` statements on this test's schema wait for locks others hold."""
+    rows = await query(
+        backend.url,
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND datname = current_database() AND strpos(query, %s) > 0",
+        backend.schema,
+        backend.schema,
+    )
+    return bool(rows[0][0] >= count)

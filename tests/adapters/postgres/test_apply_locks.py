@@ -21,7 +21,7 @@ from domain.errors import DuplicateTaskName, TaskNotFound
 from domain.runs import RunStatus
 from domain.tasks import Task
 from domain.triggers import IntervalTrigger
-from tests.adapters.postgres.support import T0, query
+from tests.adapters.postgres.support import T0, waiting
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
@@ -29,18 +29,6 @@ from tests.fixtures.waiting import eventually
 pytestmark = pytest.mark.postgres
 
 STEP = timedelta(seconds=10)
-
-
-async def waiting(backend: PostgresBackend, count: int = 1) -> bool:
-    """Whether `count` statements on this test's schema wait for locks others hold."""
-    rows = await query(
-        backend.url,
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND datname = current_database() AND strpos(query, %s) > 0",
-        backend.schema,
-        backend.schema,
-    )
-    return bool(rows[0][0] >= count)
 
 
 async def test_a_delete_of_a_task_with_queued_runs_waits_for_a_hold_that_prunes_it(

@@ -1,0 +1,223 @@
+"""Leases and queued runs are locked in one order by every transaction that changes
+several (docs/storage.md, "Lock order"). Leases go in run-id order: an outcome batch,
+the sweep of lost runs and a task's deletion (whose cascade would otherwise take them in
+the order it scans them). Before, an outcome batch finishing runs of a task and `DELETE
+/tasks/{id}` of that task could each hold one lease and wait for the other's:
+PostgreSQL broke the cycle after a second, and the delete answered 503 or the engine
+recorded the outcomes again.
+
+Each test lets a third transaction hold one row, so that the two meet there: the first
+to have waited for it goes on and wants the rows the other may have taken."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+import pytest
+
+from adapters.postgres import PostgresTaskStore
+from application.ports import TaskDelete
+from domain.errors import TaskNotFound
+from domain.runs import Run, RunOutcome, RunStatus
+from domain.tasks import Task
+from domain.triggers import IntervalTrigger
+from tests.adapters.postgres.support import T0, waiting
+from tests.fixtures.postgres import PostgresBackend
+from tests.fixtures.tasks import make_task
+from tests.fixtures.waiting import eventually
+
+pytestmark = pytest.mark.postgres
+
+STEP = timedelta(seconds=10)
+
+
+async def runs_in_flight(
+    backend: PostgresBackend, store: PostgresTaskStore, count: int, queued: int = 0
+) -> tuple[Task, list[Run], list[Run]]:
+    """A task with `count` runs in flight (a lease each) and `queued` runs waiting
+    behind them, claimed one step apart, among the leases of 2,000 other tasks
+    (analyzed): the plans of a busy scheduler, where a batch finds its leases by their
+    key in no particular order and a cascade by task."""
+    task = await store.create_task(
+        make_task(
+            IntervalTrigger(every=10, anchor=T0),
+            max_running_instances=count,
+            misfire_grace_seconds=None,
+            overlap="buffer_all" if queued else "skip",
+        )
+    )
+    claimed = [
+        (await store.claim_due(T0 + i * STEP, 10, "r:1"))[0].run for i in range(count + queued)
+    ]
+    runs, waiting_runs = claimed[:count], claimed[count:]
+    assert all(run.status is RunStatus.RUNNING for run in runs)
+    assert all(run.status is RunStatus.QUEUED for run in waiting_runs)
+    schema = backend.schema
+    async with await psycopg.AsyncConnection.connect(backend.url, autocommit=True) as conn:
+        await conn.execute(
+            f'INSERT INTO "{schema}".tasks SELECT (jsonb_populate_record(NULL::"{schema}".tasks,'
+            " to_jsonb(t) || jsonb_build_object('id', gen_random_uuid(), 'name', 'other-' || i)"
+            f')).* FROM "{schema}".tasks AS t, generate_series(1, 2000) AS i'
+        )
+        await conn.execute(
+            f'INSERT INTO "{schema}".run_leases (run_id, task_id, expires_at, replica)'
+            f" SELECT gen_random_uuid(), id, now() + interval '1 hour', 'r:2'"
+            f' FROM "{schema}".tasks WHERE id <> %s',
+            [task.id],
+        )
+        await conn.execute(f'ANALYZE "{schema}".tasks, "{schema}".run_leases')
+    return task, runs, waiting_runs
+
+
+async def meet_at_lease(
+    backend: PostgresBackend,
+    lease: UUID,
+    first: Callable[[], Coroutine[Any, Any, object]],
+    second: Callable[[], Coroutine[Any, Any, object]],
+) -> list[BaseException | None]:
+    """Hold `lease`, then meet there (`meet_at`)."""
+    return await meet_at(backend, "run_leases", "run_id", lease, first, second)
+
+
+async def meet_at_run(
+    backend: PostgresBackend,
+    run: UUID,
+    first: Callable[[], Coroutine[Any, Any, object]],
+    second: Callable[[], Coroutine[Any, Any, object]],
+) -> list[BaseException | None]:
+    """Hold the row of `run`, then meet there (`meet_at`)."""
+    return await meet_at(backend, "runs", "id", run, first, second)
+
+
+async def meet_at(
+    backend: PostgresBackend,
+    table: str,
+    key: str,
+    row: UUID,
+    first: Callable[[], Coroutine[Any, Any, object]],
+    second: Callable[[], Coroutine[Any, Any, object]],
+) -> list[BaseException | None]:
+    """Hold the row of `table` whose `key` is `row`, start `first` and wait for it to
+    wait, start `second` and wait for both to wait, then let go; what each raised
+    (None: it landed)."""
+    async with await psycopg.AsyncConnection.connect(backend.url) as holder:
+        await holder.execute(
+            f'SELECT 1 FROM "{backend.schema}".{table} WHERE {key} = %s FOR UPDATE', [row]
+        )
+        one = asyncio.create_task(first())
+        await eventually(lambda: waiting(backend), "the first to wait for the held lease")
+        two = asyncio.create_task(second())
+        await eventually(lambda: waiting(backend, 2), "the second to wait")
+        await holder.rollback()
+    results = await asyncio.gather(one, two, return_exceptions=True)
+    return [r if isinstance(r, BaseException) else None for r in results]
+
+
+def succeeded(run: Run) -> tuple[UUID, RunOutcome]:
+    return run.id, RunOutcome(status=RunStatus.SUCCEEDED, attempts=1, finished_at=T0 + STEP)
+
+
+@pytest.mark.parametrize("held", [0, 1, 2])
+@pytest.mark.parametrize("batch_order", ["claimed", "reversed"])
+@pytest.mark.parametrize("queued", [0, 2])
+async def test_an_outcome_batch_and_the_delete_of_its_task_never_deadlock(
+    postgres_backend: PostgresBackend, held: int, batch_order: str, queued: int
+) -> None:
+    """Three runs of one task in flight, ended in one batch (in the order they were
+    claimed, or the reverse) while the task is deleted, with or without queued runs
+    that the batch would start: whichever lease a third transaction holds, both land."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task, runs, _ = await runs_in_flight(postgres_backend, engine, 3, queued)
+    batch = runs if batch_order == "claimed" else runs[::-1]
+
+    finish, delete = await meet_at_lease(
+        postgres_backend,
+        runs[held].id,
+        lambda: engine.finish_runs_starting([succeeded(run) for run in batch], T0 + STEP, "r:1"),
+        lambda: api.delete_task(task.id),
+    )
+
+    assert (finish, delete) == (None, None)
+    with pytest.raises(TaskNotFound):
+        await api.get_task(task.id)
+    ended = {run.id: (await api.get_run(run.id)).status for run in runs}
+    assert set(ended.values()) == {RunStatus.SUCCEEDED}
+
+
+@pytest.mark.parametrize("held", [0, 1, 2])
+@pytest.mark.parametrize("deleter", ["delete", "apply"])
+async def test_the_delete_of_a_task_and_an_outcome_batch_never_deadlock(
+    postgres_backend: PostgresBackend, held: int, deleter: str
+) -> None:
+    """The same two transactions, the delete (by `DELETE /tasks/{id}` or by an apply)
+    waiting first."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task, runs, _ = await runs_in_flight(postgres_backend, engine, 3)
+    gone = [TaskDelete(task.id, task.version)]
+
+    delete, finish = await meet_at_lease(
+        postgres_backend,
+        runs[held].id,
+        (
+            (lambda: api.delete_task(task.id))
+            if deleter == "delete"
+            else (lambda: api.apply_tasks([], [], gone, at=T0 + STEP))
+        ),
+        lambda: engine.finish_runs([succeeded(run) for run in runs[::-1]]),
+    )
+
+    assert (delete, finish) == (None, None)
+    with pytest.raises(TaskNotFound):
+        await api.get_task(task.id)
+
+
+@pytest.mark.parametrize("held", [0, 1, 2])
+async def test_the_sweep_of_lost_runs_and_the_delete_of_their_task_never_deadlock(
+    postgres_backend: PostgresBackend, held: int
+) -> None:
+    """The sweep that fails runs whose leases expired deletes their leases as an
+    outcome batch does."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task, runs, _ = await runs_in_flight(postgres_backend, engine, 3)
+
+    sweep, delete = await meet_at_lease(
+        postgres_backend,
+        runs[held].id,
+        lambda: engine.expire_lost_runs(T0 + timedelta(days=1)),
+        lambda: api.delete_task(task.id),
+    )
+
+    assert (sweep, delete) == (None, None)
+    ended = {run.id: (await api.get_run(run.id)).status for run in runs}
+    assert set(ended.values()) == {RunStatus.FAILED}
+
+
+@pytest.mark.parametrize("held", [0, 1, 2])
+async def test_an_outcome_batch_starting_queued_runs_and_a_pause_never_deadlock(
+    postgres_backend: PostgresBackend, held: int
+) -> None:
+    """The batch that starts queued runs in the slots it frees and the pause that
+    cancels them take the queued runs in one order, the queue's (time, then id): no
+    change was needed here, and this keeps it so."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task, runs, queued = await runs_in_flight(postgres_backend, engine, 3, queued=3)
+
+    finish, pause = await meet_at_run(
+        postgres_backend,
+        queued[held].id,
+        lambda: engine.finish_runs_starting([succeeded(run) for run in runs], T0 + STEP, "r:1"),
+        lambda: api.update_task(
+            task.model_copy(update={"enabled": False, "updated_at": T0 + STEP}),
+            task.version,
+            reschedule=True,
+        ),
+    )
+
+    assert (finish, pause) == (None, None)
+    statuses = [(await api.get_run(run.id)).status for run in queued]
+    assert RunStatus.QUEUED not in statuses
