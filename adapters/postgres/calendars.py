@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
+from adapters.postgres.advisory import calendar_lock_key
 from adapters.postgres.queries import spec_state
 from adapters.postgres.rows import to_trigger
 from adapters.postgres.transactions import PostgresStoreBase
@@ -206,15 +208,24 @@ class PostgresCalendars(PostgresStoreBase):
         rows = await self._read(self._c["named"], {"names": list(names)})
         return {row["name"]: _calendar(row) for row in rows}
 
+    @asynccontextmanager
+    async def _changing(self, name: str) -> AsyncIterator[AsyncConnection[Any]]:
+        """A transaction that changes the calendar `name`, which first waits for its
+        turn (`_TURN` says why)."""
+        async with self._transaction() as conn:
+            await conn.execute(_TURN, {"key": calendar_lock_key(self.schema, name)})
+            yield conn
+
     async def calendar_tasks(self, name: str) -> list[str]:
         return [row["name"] for row in await self._read(self._c["task_names"], {"name": name})]
 
     async def update_calendar(
         self, calendar: StoredCalendar, expected_version: int, *, actor: str | None = None
     ) -> tuple[StoredCalendar, int]:
-        """Three round trips whatever the number of tasks: lock the calendar, lock the
-        tasks naming it, write both (the tasks and their history in one statement)."""
-        async with self._transaction() as conn:
+        """Three round trips whatever the number of tasks: lock the calendar (after its
+        turn: `_changing`), lock the tasks naming it, write both (the tasks and their
+        history in one statement)."""
+        async with self._changing(calendar.name) as conn:
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(self._c["lock"], {"name": calendar.name})
             row = await cur.fetchone()
@@ -242,7 +253,7 @@ class PostgresCalendars(PostgresStoreBase):
         return new, len(rows)
 
     async def delete_calendar(self, name: str, expected_version: int | None = None) -> None:
-        async with self._transaction() as conn:
+        async with self._changing(name) as conn:
             cur = conn.cursor(row_factory=dict_row)
             # The lock first: a task write naming the calendar waits for this one to end.
             await cur.execute(self._c["lock"], {"name": name})
@@ -264,21 +275,37 @@ class PostgresCalendars(PostgresStoreBase):
 
 
 async def lock_named_calendars(
-    conn: AsyncConnection[Any], statements: dict[str, bytes], tasks: Sequence[Task]
+    conn: AsyncConnection[Any], statements: dict[str, bytes], schema: str, tasks: Sequence[Task]
 ) -> None:
     """Lock the calendars `tasks` name (key share, as the foreign key would), first in
     the transaction of their write: a calendar change locks its row and then the task
     rows naming it, so a task write that locked a task row and then waited for the
     calendar could deadlock with it (docs/storage.md). No statement when none is named."""
-    await lock_calendars(conn, statements, {n for t in tasks if (n := calendar_name(t))})
+    names = {n for t in tasks if (n := calendar_name(t))}
+    await lock_calendars(conn, statements, schema, names)
 
 
 async def lock_calendars(
-    conn: AsyncConnection[Any], statements: dict[str, bytes], names: Collection[str]
+    conn: AsyncConnection[Any], statements: dict[str, bytes], schema: str, names: Collection[str]
 ) -> None:
-    """Lock these calendars (key share, in name order); no statement when none."""
+    """Lock these calendars (key share, in name order), each in its turn (`_TURN`
+    says why); no statement when none."""
     if names:
-        await conn.execute(statements["share"], {"names": sorted(names)})
+        ordered = sorted(names)
+        keys = [calendar_lock_key(schema, name) for name in ordered]
+        await conn.execute(_TURNS_SHARED, {"keys": keys})
+        await conn.execute(statements["share"], {"names": ordered})
+
+
+# A calendar's turns: an advisory lock per calendar, taken by every task write naming
+# it (shared, before its key-share lock on the calendar's row) and by a change of the
+# calendar (exclusive, before its FOR UPDATE). A row lock lets a new key share through
+# while an older FOR UPDATE waits, so task writes one after another, each overlapping
+# the last (applies holding their tasks, creates), could keep a change waiting past the
+# API's answer limit (an audit saw a 503); an advisory lock serves a new shared request
+# only after the exclusive one waiting before it.
+_TURNS_SHARED = "SELECT pg_advisory_xact_lock_shared(key) FROM unnest(%(keys)s::bigint[]) AS key"
+_TURN = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
 
 
 async def calendars_in(

@@ -7,7 +7,6 @@ The decisions are the domain's (`claim`, `resolve_status`, `new_run`,
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -32,13 +31,6 @@ _RUN_FIELDS = (
 # Where a run field's array is named apart from the task's of the same name.
 _BATCH_NAMES = {"id": "run_ids", "task_id": "run_task_ids"}
 _TASK_FIELDS = ("next_fire_at", "next_run_at", "last_run_at")
-
-
-def lease_lock_key(schema: str, task_id: UUID) -> int:
-    """The pg_advisory_xact_lock key under which a task's leases are counted and taken:
-    the same on every replica, distinct per schema, a signed 64-bit integer."""
-    digest = hashlib.blake2b(f"{schema}:lease:{task_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 @dataclass(slots=True)

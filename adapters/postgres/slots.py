@@ -19,7 +19,7 @@ from uuid import UUID
 from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import dict_row
 
-from adapters.postgres.claiming import lease_lock_key
+from adapters.postgres.advisory import lease_lock_key
 from adapters.postgres.rows import to_run
 from domain.claims import new_run
 from domain.overlap import (

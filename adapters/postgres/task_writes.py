@@ -4,7 +4,6 @@ the hold (`hold_tasks`) in whose transaction a batch is decided and written."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -16,6 +15,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
+from adapters.postgres.advisory import calendar_lock_key, take_hold_lock
 from adapters.postgres.calendars import (
     calendars_in,
     lock_calendars,
@@ -47,6 +47,7 @@ class TaskWrites(PostgresStoreBase):
         params = {
             "row": task_row_text(task),
             "calendars": [] if name is None else [name],
+            "turns": [] if name is None else [calendar_lock_key(self.schema, name)],
             "actor": actor,
             "channel": self.tasks_channel,
         }
@@ -69,7 +70,7 @@ class TaskWrites(PostgresStoreBase):
         }
         try:
             async with self._transaction() as conn:
-                await lock_named_calendars(conn, self._c, [task])
+                await lock_named_calendars(conn, self._c, self.schema, [task])
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["update_task"], params)
                 row = await cur.fetchone()
@@ -145,8 +146,8 @@ class TaskWrites(PostgresStoreBase):
 
     async def _held_tasks(self, conn: AsyncConnection[Any], scope: HoldScope) -> list[Task]:
         """Lock a hold's tasks, then read them (`hold_tasks` says in which order)."""
-        await conn.execute(self._q["lock_leases"], {"keys": [_hold_key(self.schema)]})
-        await lock_calendars(conn, self._c, scope.calendars)
+        await take_hold_lock(conn, self.schema)
+        await lock_calendars(conn, self._c, self.schema, scope.calendars)
         params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
         locked = await conn.execute(self._q["hold_task_ids"], params)
         held = {task_id for (task_id,) in await locked.fetchall()}
@@ -168,7 +169,9 @@ class TaskWrites(PostgresStoreBase):
         at: datetime,
         actor: str | None,
     ) -> None:
-        await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
+        await lock_named_calendars(
+            conn, self._c, self.schema, [*created, *(u.task for u in updated)]
+        )
         # The task rows first, in id order, as the outcome counts and a hold take them,
         # before the runs a queue drop changes: the UPDATE below would lock them in the
         # order of its join, and two such writers could wait on each other in a cycle.
@@ -245,12 +248,6 @@ class TaskWrites(PostgresStoreBase):
 # by another (a task committed meanwhile); past them, a create of a listed name made
 # meanwhile fails the hold's write and the apply decides again.
 _HOLD_READS = 3
-
-
-def _hold_key(schema: str) -> int:
-    """The advisory lock one hold at a time takes (a signed 64-bit integer per schema)."""
-    digest = hashlib.blake2b(f"{schema}:apply-hold".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 class _Hold:

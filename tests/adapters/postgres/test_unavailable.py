@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from adapters.postgres import PostgresTaskStore, create_pool
-from adapters.postgres.claiming import lease_lock_key
+from adapters.postgres.advisory import lease_lock_key
 from domain.errors import StoreUnavailable
 from domain.runs import RunStatus
 from tests.adapters.postgres.support import T0, kill_idle_connections, query
