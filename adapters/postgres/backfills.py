@@ -92,9 +92,19 @@ UPDATE {schema}.backfills SET status = 'cancelled', finished_at = %(now)s
 WHERE id = %(backfill_id)s AND status = 'active'
 """
 
-_LOCK_RUNS = """
-SELECT id, status FROM {schema}.runs WHERE backfill_id = %(backfill_id)s
-ORDER BY id FOR UPDATE
+# A cancel locks what it changes in the order an outcome batch that starts queued runs
+# takes them (docs/storage.md, "Lock order"): the runs in flight in id order, then the
+# task's lease lock, then the queued runs, in the queue's order; then the backfill's row.
+# Holding the runs in flight, it holds the leases it asks to stop: a batch deletes a
+# lease only after it has locked its run.
+_LOCK_RUNNING = """
+SELECT id FROM {schema}.runs WHERE backfill_id = %(backfill_id)s AND status = 'running'
+ORDER BY id FOR NO KEY UPDATE
+"""
+
+_LOCK_QUEUED = """
+SELECT id FROM {schema}.runs WHERE backfill_id = %(backfill_id)s AND status = 'queued'
+ORDER BY scheduled_for, id FOR NO KEY UPDATE
 """
 
 _CANCEL_QUEUED = """
@@ -137,7 +147,8 @@ class PostgresBackfills:
                 ("lock_record", _RECORD + " FOR UPDATE"),
                 ("counts", _COUNTS),
                 ("mark_cancelled", _MARK_CANCELLED),
-                ("lock_runs", _LOCK_RUNS),
+                ("lock_running", _LOCK_RUNNING),
+                ("lock_queued", _LOCK_QUEUED),
                 ("cancel_queued", _CANCEL_QUEUED),
                 ("stop_running", _STOP_RUNNING),
             )
@@ -205,19 +216,26 @@ class PostgresBackfills:
         return BackfillState(BackfillRecord(**row), Counter(counts))
 
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
+        key = {"backfill_id": backfill_id}
         async with self._transaction() as conn:
-            # The runs first, then the backfill's row: the order a transaction ending
-            # its runs takes them (adapters.postgres.backfill_ends).
-            cur = await conn.execute(self._sql["lock_runs"], {"backfill_id": backfill_id})
-            rows = await cur.fetchall()
+            # Its task (which never changes), then the locks in the order _LOCK_RUNNING
+            # gives, and the backfill's row last: the order a transaction ending its
+            # runs takes them (adapters.postgres.backfill_ends).
+            read = conn.cursor(row_factory=dict_row)
+            await read.execute(self._sql["record"], key)
+            if (first := await read.fetchone()) is None:
+                raise BackfillNotFound(backfill_id)
+            in_flight = await conn.execute(self._sql["lock_running"], key)
+            await lock_leases(conn, self._q, self._schema, [first["task_id"]])
+            waiting = await conn.execute(self._sql["lock_queued"], key)
+            running = [run_id for (run_id,) in await in_flight.fetchall()]
+            queued = len(await waiting.fetchall())
             locked = conn.cursor(row_factory=dict_row)
-            await locked.execute(self._sql["lock_record"], {"backfill_id": backfill_id})
+            await locked.execute(self._sql["lock_record"], key)
             found = await locked.fetchone()
             if found is None:
                 raise BackfillNotFound(backfill_id)
             record = BackfillRecord(**found)
-            queued = sum(1 for _, status in rows if status == "queued")
-            running = [run_id for run_id, status in rows if status == "running"]
             params = {"backfill_id": backfill_id, "now": now, "error": CANCELLED_BY_BACKFILL}
             await conn.execute(self._sql["cancel_queued"], params)
             if running:

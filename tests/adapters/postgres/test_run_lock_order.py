@@ -1,10 +1,12 @@
-"""Leases and queued runs are locked in one order by every transaction that changes
-several (docs/storage.md, "Lock order"). Leases go in run-id order: an outcome batch,
-the sweep of lost runs and a task's deletion (whose cascade would otherwise take them in
-the order it scans them). Before, an outcome batch finishing runs of a task and `DELETE
-/tasks/{id}` of that task could each hold one lease and wait for the other's:
-PostgreSQL broke the cycle after a second, and the delete answered 503 or the engine
-recorded the outcomes again.
+"""Runs and their leases are locked in one order by every transaction that changes
+several (docs/storage.md, "Lock order"): runs in id order (an outcome batch, the sweep
+of lost runs, a backfill's cancel), then leases in run-id order (an outcome batch, the
+sweep, a task's deletion, whose cascade would otherwise take them in the order it scans
+them). Before, an outcome batch finishing runs of a task and `DELETE /tasks/{id}` of
+that task could each hold one lease and wait for the other's, and an outcome batch and
+the cancel of a backfill each hold one of the backfill's runs: PostgreSQL broke the
+cycle after a second, and the delete or cancel answered 503 or the engine recorded the
+outcomes again.
 
 Each test lets a third transaction hold one row, so that the two meet there: the first
 to have waited for it goes on and wants the rows the other may have taken."""
@@ -15,7 +17,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 import pytest
@@ -221,3 +223,46 @@ async def test_an_outcome_batch_starting_queued_runs_and_a_pause_never_deadlock(
     assert (finish, pause) == (None, None)
     statuses = [(await api.get_run(run.id)).status for run in queued]
     assert RunStatus.QUEUED not in statuses
+
+
+@pytest.mark.parametrize(
+    ("batch_order", "held"),
+    # The sweep changes no queued run: it never meets the cancel at one.
+    [(order, held) for order in ("made", "reversed") for held in range(5)]
+    + [("sweep", held) for held in range(3)],
+)
+async def test_an_outcome_batch_and_the_cancel_of_its_backfill_never_deadlock(
+    postgres_backend: PostgresBackend, batch_order: str, held: int
+) -> None:
+    """Three runs of a backfill in flight and two queued behind them, ended in one
+    batch that would start the queued ones (or failed by the sweep, their leases
+    expired), while the backfill is cancelled (which cancels the queued runs and asks
+    those running to stop): whichever run a third transaction holds, both land."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task = await engine.create_task(
+        make_task(IntervalTrigger(every=10, anchor=T0), max_running_instances=3, due=None)
+    )
+    now = T0 + 100 * STEP
+    occurrences = [T0 + i * STEP for i in range(5)]
+    made = await engine.backfills.backfill(
+        task.id, uuid4(), occurrences, "buffer_all", False, now, "r:1", False
+    )
+    runs = [claimed.run for claimed in made.made]
+    running = [run for run in runs if run.status is RunStatus.RUNNING]
+    assert len(running) == 3
+    batch = running if batch_order == "made" else running[::-1]
+
+    finish, cancel = await meet_at_run(
+        postgres_backend,
+        runs[held].id,
+        (
+            (lambda: engine.expire_lost_runs(now + timedelta(days=1)))
+            if batch_order == "sweep"
+            else (
+                lambda: engine.finish_runs_starting([succeeded(run) for run in batch], now, "r:1")
+            )
+        ),
+        lambda: api.backfills.cancel_backfill(made.backfill_id, now),
+    )
+
+    assert (finish, cancel) == (None, None)
