@@ -275,35 +275,44 @@ class PostgresCalendars(PostgresStoreBase):
 
 
 async def lock_named_calendars(
-    conn: AsyncConnection[Any], statements: dict[str, bytes], schema: str, tasks: Sequence[Task]
+    conn: AsyncConnection[Any], statements: dict[str, bytes], tasks: Sequence[Task]
 ) -> None:
     """Lock the calendars `tasks` name (key share, as the foreign key would), first in
     the transaction of their write: a calendar change locks its row and then the task
     rows naming it, so a task write that locked a task row and then waited for the
     calendar could deadlock with it (docs/storage.md). No statement when none is named."""
-    names = {n for t in tasks if (n := calendar_name(t))}
-    await lock_calendars(conn, statements, schema, names)
+    await lock_calendars(conn, statements, {n for t in tasks if (n := calendar_name(t))})
 
 
 async def lock_calendars(
-    conn: AsyncConnection[Any], statements: dict[str, bytes], schema: str, names: Collection[str]
+    conn: AsyncConnection[Any], statements: dict[str, bytes], names: Collection[str]
 ) -> None:
-    """Lock these calendars (key share, in name order), each in its turn (`_TURN`
-    says why); no statement when none."""
+    """Lock these calendars (key share, in name order); no statement when none."""
     if names:
-        ordered = sorted(names)
-        keys = [calendar_lock_key(schema, name) for name in ordered]
+        await conn.execute(statements["share"], {"names": sorted(names)})
+
+
+async def take_calendar_turns(
+    conn: AsyncConnection[Any], schema: str, names: Collection[str]
+) -> None:
+    """Wait for the turns of these calendars (shared, in name order: `_TURN` says why),
+    before their key-share locks; no statement when none. Only a write that reads the
+    calendars it plans with after its locks takes them (an apply's hold): a write that
+    planned before its transaction and waited for its turn behind a change would land
+    after it with the plan of the calendar's previous version, where going first gets
+    it re-planned by the change."""
+    if names:
+        keys = [calendar_lock_key(schema, name) for name in sorted(names)]
         await conn.execute(_TURNS_SHARED, {"keys": keys})
-        await conn.execute(statements["share"], {"names": ordered})
 
 
-# A calendar's turns: an advisory lock per calendar, taken by every task write naming
-# it (shared, before its key-share lock on the calendar's row) and by a change of the
+# A calendar's turns: an advisory lock per calendar, taken by an apply's hold naming it
+# (shared, before its key-share lock on the calendar's row) and by a change of the
 # calendar (exclusive, before its FOR UPDATE). A row lock lets a new key share through
-# while an older FOR UPDATE waits, so task writes one after another, each overlapping
-# the last (applies holding their tasks, creates), could keep a change waiting past the
-# API's answer limit (an audit saw a 503); an advisory lock serves a new shared request
-# only after the exclusive one waiting before it.
+# while an older FOR UPDATE waits, so holds one after another, each overlapping the
+# key shares of the last, could keep a change waiting past the API's answer limit (an
+# audit saw a 503); an advisory lock serves a new shared request only after the
+# exclusive one waiting before it.
 _TURNS_SHARED = "SELECT pg_advisory_xact_lock_shared(key) FROM unnest(%(keys)s::bigint[]) AS key"
 _TURN = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
 

@@ -64,17 +64,13 @@ SELECT pg_notify(%(channel)s, %(payload)s);
 
 -- create_task --
 -- Create one task at version 1 in one statement, so in one round trip. `row` is the
--- task's row as JSON (adapters.postgres.rows.task_row_text). First the calendar its
--- trigger names (`calendars`: none or that one; docs/storage.md "Lock order"): its turn
--- (`turns`, its advisory key: adapters.postgres.calendars, lock_calendars) and its
--- key-share lock, then the row, its first history version (every writable field new; the
+-- task's row as JSON (adapters.postgres.rows.task_row_text). First the key-share lock on the
+-- calendar its trigger names (`calendars`: none or that one; docs/storage.md "Lock
+-- order"), then the row, its first history version (every writable field new; the
 -- state read from the row, as update_task reads it), its task_calendars row, and the
 -- NOTIFY that wakes the engines.
-WITH turn AS (
-    SELECT pg_advisory_xact_lock_shared(key) FROM unnest(%(turns)s::bigint[]) AS key
-), locked AS (
-    SELECT name FROM {schema}.calendars
-    WHERE name = ANY(%(calendars)s::text[]) AND (SELECT count(*) FROM turn) >= 0
+WITH locked AS (
+    SELECT name FROM {schema}.calendars WHERE name = ANY(%(calendars)s::text[])
     ORDER BY name FOR KEY SHARE
 ), created AS (
     INSERT INTO {schema}.tasks ({task_names})

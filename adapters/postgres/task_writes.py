@@ -15,12 +15,13 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from adapters.postgres.advisory import calendar_lock_key, take_hold_lock
+from adapters.postgres.advisory import take_hold_lock
 from adapters.postgres.calendars import (
     calendars_in,
     lock_calendars,
     lock_named_calendars,
     name_calendars,
+    take_calendar_turns,
     unknown_calendar,
 )
 from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
@@ -47,7 +48,6 @@ class TaskWrites(PostgresStoreBase):
         params = {
             "row": task_row_text(task),
             "calendars": [] if name is None else [name],
-            "turns": [] if name is None else [calendar_lock_key(self.schema, name)],
             "actor": actor,
             "channel": self.tasks_channel,
         }
@@ -70,7 +70,7 @@ class TaskWrites(PostgresStoreBase):
         }
         try:
             async with self._transaction() as conn:
-                await lock_named_calendars(conn, self._c, self.schema, [task])
+                await lock_named_calendars(conn, self._c, [task])
                 cur = conn.cursor(row_factory=dict_row)
                 await cur.execute(self._q["update_task"], params)
                 row = await cur.fetchone()
@@ -147,7 +147,8 @@ class TaskWrites(PostgresStoreBase):
     async def _held_tasks(self, conn: AsyncConnection[Any], scope: HoldScope) -> list[Task]:
         """Lock a hold's tasks, then read them (`hold_tasks` says in which order)."""
         await take_hold_lock(conn, self.schema)
-        await lock_calendars(conn, self._c, self.schema, scope.calendars)
+        await take_calendar_turns(conn, self.schema, scope.calendars)
+        await lock_calendars(conn, self._c, scope.calendars)
         params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
         locked = await conn.execute(self._q["hold_task_ids"], params)
         held = {task_id for (task_id,) in await locked.fetchall()}
@@ -169,9 +170,7 @@ class TaskWrites(PostgresStoreBase):
         at: datetime,
         actor: str | None,
     ) -> None:
-        await lock_named_calendars(
-            conn, self._c, self.schema, [*created, *(u.task for u in updated)]
-        )
+        await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
         # The task rows first, in id order, as the outcome counts and a hold take them,
         # before the runs a queue drop changes: the UPDATE below would lock them in the
         # order of its join, and two such writers could wait on each other in a cycle.

@@ -1,14 +1,18 @@
-"""A calendar change takes its turn among the task writes naming the calendar
-(docs/storage.md, "Lock order"): it waits for those under way and goes before those
-that come after it. Every task write naming a calendar takes a key-share lock on its
-row, which the change's `FOR UPDATE` must wait for while a later key share does not:
-writes one after another, each overlapping the last (applies holding their tasks, an
-audit saw), kept a change waiting past the API's answer limit (a 503)."""
+"""A calendar change while applies hold their tasks naming it (docs/storage.md,
+"Calendar turns"): it waits for the hold under way and goes before the holds that came
+after it, which read the calendar as it changed. A task write that planned before its
+transaction (a create, an update) does not wait for the change: it lands first and the
+change re-plans it, so either way the task's plan is the calendar's new one. Before,
+holds one after another could keep a change waiting past the API's answer limit (a 503
+in an audit); and while every task write waited its turn, a create or update arriving
+during a change landed after it with the plan of the calendar's previous version (an
+audit of that version)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import date
+from datetime import UTC, date, datetime
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -16,7 +20,7 @@ import pytest
 from adapters.postgres.advisory import calendar_lock_key, hold_lock_key
 from application.ports import HoldScope
 from domain.calendars import CalendarRef, StoredCalendar
-from domain.errors import InvalidRequest
+from domain.tasks import Task
 from domain.triggers import CronTrigger
 from tests.adapters.postgres.support import T0, query
 from tests.fixtures.postgres import PostgresBackend
@@ -30,22 +34,19 @@ def daily(calendar: str) -> CronTrigger:
     return CronTrigger(expression="0 9 * * *", calendar=CalendarRef(name=calendar))
 
 
-@pytest.mark.parametrize("next_write", ["hold", "create"])
 @pytest.mark.parametrize("change", ["update", "delete"])
-async def test_a_calendar_change_goes_before_task_writes_that_came_after_it(
-    postgres_backend: PostgresBackend, change: str, next_write: str
+async def test_a_calendar_change_goes_before_a_hold_that_came_after_it(
+    postgres_backend: PostgresBackend, change: str
 ) -> None:
     """A hold naming the calendar is under way; a change of the calendar waits for it;
-    then another write naming it (a hold, or a create that holds nothing) comes: the
-    change goes first. Before, the create went through at once (its key share did not
-    wait for the change waiting before it), and the next hold went first about one time
-    in ten."""
+    then another hold naming it comes: the change goes first (before, the next hold
+    went first about one time in ten, and holds one after another could keep it
+    waiting)."""
     first, calendars, second = [await postgres_backend.new_store() for _ in range(3)]
     calendar = await first.create_calendar(
         StoredCalendar(id=uuid4(), name="holidays", created_at=T0, updated_at=T0)
     )
     naming = HoldScope(frozenset({"nightly"}), calendars=frozenset({"holidays"}))
-    order: list[str] = []
 
     async def change_calendar() -> None:
         if change == "update":
@@ -53,40 +54,73 @@ async def test_a_calendar_change_goes_before_task_writes_that_came_after_it(
             await calendars.update_calendar(changed, calendar.version)
         else:
             await calendars.delete_calendar(calendar.name)
-        order.append("calendar changed")
 
-    async def write_next() -> None:
-        try:
-            if next_write == "create":
-                await second.create_task(make_task(daily("holidays"), due=None))
-            else:
-                async with second.hold_tasks(naming):
-                    order.append("next write")
-                    # Kept until the change is in, or a while: a change waiting for
-                    # this hold's key share would not end before it.
-                    await asyncio.wait_for(asyncio.shield(changing), 2)
-        finally:
-            if next_write == "create":
-                order.append("next write")
+    async def hold_next() -> dict[str, StoredCalendar]:
+        async with second.hold_tasks(naming) as hold:
+            # What the hold plans with, read in its transaction after its locks.
+            read = await hold.calendars_named({"holidays"})
+            # Kept until the change is in, or a while: a change waiting for this
+            # hold's key share would not end before it.
+            await asyncio.wait_for(asyncio.shield(changing), 2)
+            return read
 
     async with first.hold_tasks(naming):
         changing = asyncio.create_task(change_calendar())
         await wait_for_waiters(postgres_backend, 1)
-        writing = asyncio.create_task(write_next())
+        holding = asyncio.create_task(hold_next())
+        await wait_for_waiters(postgres_backend, 2)
+
+    await changing
+    read = await holding  # the change was in before the hold read
+    if change == "update":
+        assert read["holidays"].version == calendar.version + 1
+        assert read["holidays"].dates == (date(2026, 12, 25),)
+    else:
+        assert read == {}
+
+
+@pytest.mark.parametrize("write", ["create", "update"])
+async def test_a_task_written_while_its_calendar_changes_gets_the_new_plan(
+    postgres_backend: PostgresBackend, write: str
+) -> None:
+    """A task planned with the calendar as it was (no date left out) is written while
+    a change that leaves out the day of its next fire time waits for a hold under way:
+    once both are in, the task's next fire time is on another day."""
+    first, calendars, second = [await postgres_backend.new_store() for _ in range(3)]
+    calendar = await first.create_calendar(
+        StoredCalendar(id=uuid4(), name="holidays", created_at=T0, updated_at=T0)
+    )
+    # Planned with no date left out: 09:00 UTC on the day after T0.
+    first_fire = datetime(2026, 3, 3, 9, 0, tzinfo=UTC)
+    planned = make_task(daily("holidays"), due=first_fire)
+    day = first_fire.date()
+    before = await first.create_task(make_task(name="moving")) if write == "update" else None
+    changed = calendar.model_copy(update={"dates": (day,), "updated_at": T0})
+
+    async def write_task() -> Task:
+        if before is None:
+            return await second.create_task(planned)
+        moved = planned.model_copy(
+            update={"id": before.id, "name": before.name, "version": before.version + 1}
+        )
+        return await second.update_task(moved, before.version, reschedule=True)
+
+    naming = HoldScope(frozenset({"nightly"}), calendars=frozenset({"holidays"}))
+    async with first.hold_tasks(naming):
+        changing = asyncio.create_task(calendars.update_calendar(changed, calendar.version))
+        await wait_for_waiters(postgres_backend, 1)
+        writing = asyncio.create_task(write_task())
         await wait_for_waiters(postgres_backend, 2, or_done=writing)
 
-    changed, written = await asyncio.gather(changing, writing, return_exceptions=True)
-    assert order == ["calendar changed", "next write"]
-    assert changed is None
-    if next_write == "create" and change == "delete":
-        assert isinstance(written, InvalidRequest)
-        assert written.field == "trigger.calendar.name"
-    else:
-        assert written is None
+    _, written = await asyncio.gather(changing, writing)
+    stored = await first.get_task(written.id)
+    assert stored.next_fire_at is not None
+    assert stored.next_fire_at.date() != day
+    assert stored.next_fire_at > first_fire
 
 
 async def wait_for_waiters(
-    backend: PostgresBackend, count: int, or_done: asyncio.Task[None] | None = None
+    backend: PostgresBackend, count: int, or_done: asyncio.Task[Any] | None = None
 ) -> None:
     """Until `count` sessions wait for a lock of this schema (a row's, whose statement
     names the schema, or an advisory lock: the hold's or a calendar's turn), or until
