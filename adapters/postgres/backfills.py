@@ -93,13 +93,14 @@ WHERE id = %(backfill_id)s AND status = 'active'
 """
 
 # A cancel locks what it changes in the order an outcome batch that starts queued runs
-# takes them (docs/storage.md, "Lock order"): the runs in flight in id order, then the
-# task's lease lock, then the queued runs, in the queue's order; then the backfill's row.
-# Holding the runs in flight, it holds the leases it asks to stop: a batch deletes a
-# lease only after it has locked its run.
-_LOCK_RUNNING = """
-SELECT id FROM {schema}.runs WHERE backfill_id = %(backfill_id)s AND status = 'running'
-ORDER BY id FOR NO KEY UPDATE
+# takes them (docs/storage.md, "Lock order"): the leases of the runs in flight, in
+# run-id order (a batch locks a lease after the run it ends, and the cancel changes no
+# run in flight, only asks it to stop), then the task's lease lock, then the queued
+# runs, in the queue's order; then the backfill's row.
+_LOCK_IN_FLIGHT = """
+SELECT l.run_id FROM {schema}.run_leases AS l JOIN {schema}.runs AS r ON r.id = l.run_id
+WHERE r.backfill_id = %(backfill_id)s AND r.status = 'running'
+ORDER BY l.run_id FOR NO KEY UPDATE OF l
 """
 
 _LOCK_QUEUED = """
@@ -147,7 +148,7 @@ class PostgresBackfills:
                 ("lock_record", _RECORD + " FOR UPDATE"),
                 ("counts", _COUNTS),
                 ("mark_cancelled", _MARK_CANCELLED),
-                ("lock_running", _LOCK_RUNNING),
+                ("lock_in_flight", _LOCK_IN_FLIGHT),
                 ("lock_queued", _LOCK_QUEUED),
                 ("cancel_queued", _CANCEL_QUEUED),
                 ("stop_running", _STOP_RUNNING),
@@ -218,14 +219,14 @@ class PostgresBackfills:
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         key = {"backfill_id": backfill_id}
         async with self._transaction() as conn:
-            # Its task (which never changes), then the locks in the order _LOCK_RUNNING
-            # gives, and the backfill's row last: the order a transaction ending its
+            # Its task (which never changes), then the locks in the order
+            # _LOCK_IN_FLIGHT gives, and the backfill's row last: the order a transaction ending its
             # runs takes them (adapters.postgres.backfill_ends).
             read = conn.cursor(row_factory=dict_row)
             await read.execute(self._sql["record"], key)
             if (first := await read.fetchone()) is None:
                 raise BackfillNotFound(backfill_id)
-            in_flight = await conn.execute(self._sql["lock_running"], key)
+            in_flight = await conn.execute(self._sql["lock_in_flight"], key)
             await lock_leases(conn, self._q, self._schema, [first["task_id"]])
             waiting = await conn.execute(self._sql["lock_queued"], key)
             running = [run_id for (run_id,) in await in_flight.fetchall()]

@@ -445,13 +445,6 @@ WITH outcome AS (
         %(started_at)b::timestamptz[], %(finished_at)b::timestamptz[]
     ) AS o (run_id, new_status, new_attempts, new_http_status, new_excerpt, new_error,
             new_started_at, new_finished_at)
-), locked AS (
-    -- The runs locked in id order before they change, as a backfill's cancel takes
-    -- them (docs/storage.md, "Lock order"): the UPDATE below takes them in the order of
-    -- its plan. Read once, before it (an InitPlan), whatever the UPDATE's plan.
-    SELECT r.id FROM {schema}.runs AS r
-    WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.status || '' = 'running'
-    ORDER BY r.id FOR NO KEY UPDATE
 ), finished AS (
     UPDATE {schema}.runs AS r SET
         status = o.new_status,
@@ -469,7 +462,6 @@ WITH outcome AS (
     -- keeps each partition's primary key in the plan: joined alone, the planner may hash
     -- the batch and scan a week's partition whose statistics lag behind its rows.
     WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = o.run_id AND r.status || '' = 'running'
-        AND (SELECT count(*) FROM locked) >= 0
     RETURNING {run_columns}
 ), freed AS (
     -- The leases locked in run-id order before they go, as every deleter of several
@@ -571,13 +563,9 @@ WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested;
 
 -- expire_lost_runs --
 -- Fail the running runs whose lease expired (their replica is gone) and free the leases.
-WITH locked AS (  -- in id order first: see finish_runs
-    SELECT id FROM {schema}.runs WHERE status = 'running' AND lease_expires_at < %(now)s
-    ORDER BY id FOR NO KEY UPDATE
-), lost AS (
+WITH lost AS (
     UPDATE {schema}.runs SET status = 'failed', error = %(error)s, finished_at = %(finished_at)s
     WHERE status = 'running' AND lease_expires_at < %(now)s
-        AND (SELECT count(*) FROM locked) >= 0
     RETURNING {run_columns}
 ), freed AS (
     DELETE FROM {schema}.run_leases WHERE run_id IN (  -- in run-id order: see finish_runs

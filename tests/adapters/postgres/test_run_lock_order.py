@@ -1,12 +1,12 @@
-"""Runs and their leases are locked in one order by every transaction that changes
-several (docs/storage.md, "Lock order"): runs in id order (an outcome batch, the sweep
-of lost runs, a backfill's cancel), then leases in run-id order (an outcome batch, the
-sweep, a task's deletion, whose cascade would otherwise take them in the order it scans
-them). Before, an outcome batch finishing runs of a task and `DELETE /tasks/{id}` of
-that task could each hold one lease and wait for the other's, and an outcome batch and
-the cancel of a backfill each hold one of the backfill's runs: PostgreSQL broke the
-cycle after a second, and the delete or cancel answered 503 or the engine recorded the
-outcomes again.
+"""Leases and queued runs are locked in one order by every transaction that changes
+several (docs/storage.md, "Lock order"). Leases go in run-id order: an outcome batch,
+the sweep of lost runs, a task's deletion (whose cascade would otherwise take them in
+the order it scans them) and a backfill's cancel (which before locked the backfill's
+runs in id order, while a batch locks the runs it ends in the order of its plan).
+Before, an outcome batch finishing runs of a task and `DELETE /tasks/{id}` of that task,
+or of a backfill and its cancel, could each hold a row the other wanted: PostgreSQL
+broke the cycle after a second, and the delete or cancel answered 503 or the engine
+recorded the outcomes again.
 
 Each test lets a third transaction hold one row, so that the two meet there: the first
 to have waited for it goes on and wants the rows the other may have taken."""
@@ -105,8 +105,8 @@ async def meet_at(
     second: Callable[[], Coroutine[Any, Any, object]],
 ) -> list[BaseException | None]:
     """Hold the row of `table` whose `key` is `row`, start `first` and wait for it to
-    wait, start `second` and wait for both to wait, then let go; what each raised
-    (None: it landed)."""
+    wait, start `second` and wait for both to wait (or for `second` to land without
+    waiting), then let go; what each raised (None: it landed)."""
     async with await psycopg.AsyncConnection.connect(backend.url) as holder:
         await holder.execute(
             f'SELECT 1 FROM "{backend.schema}".{table} WHERE {key} = %s FOR UPDATE', [row]
@@ -114,10 +114,14 @@ async def meet_at(
         one = asyncio.create_task(first())
         await eventually(lambda: waiting(backend), "the first to wait for the held lease")
         two = asyncio.create_task(second())
-        await eventually(lambda: waiting(backend, 2), "the second to wait")
+        await eventually(lambda: done_or_waiting(two, backend), "the second to wait, or to land")
         await holder.rollback()
     results = await asyncio.gather(one, two, return_exceptions=True)
     return [r if isinstance(r, BaseException) else None for r in results]
+
+
+async def done_or_waiting(write: asyncio.Task[object], backend: PostgresBackend) -> bool:
+    return write.done() or await waiting(backend, 2)
 
 
 def succeeded(run: Run) -> tuple[UUID, RunOutcome]:
