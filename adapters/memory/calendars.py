@@ -49,7 +49,7 @@ class InMemoryCalendars(MemoryStoreBase):
         return [self._calendars[name] for name in names[:limit]]
 
     async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
-        return {name: self._calendars[name] for name in names if name in self._calendars}
+        return self._named_calendars(names)
 
     async def calendar_tasks(self, name: str) -> list[str]:
         return sorted(t.name for t in self._tasks.values() if calendar_name(t) == name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -55,6 +55,10 @@ class MemoryStoreBase:
         ref = task.trigger.calendar_ref()
         if ref is not None and ref.name not in self._calendars:
             raise InvalidRequest("trigger.calendar.name", f"no calendar named {ref.name!r} exists")
+
+    def _named_calendars(self, names: Collection[str]) -> dict[str, StoredCalendar]:
+        """The stored calendars among `names` (`calendars_named`, also a hold's)."""
+        return {name: self._calendars[name] for name in names if name in self._calendars}
 
     def _task(self, task_id: UUID) -> Task:
         task = self._tasks.get(task_id)

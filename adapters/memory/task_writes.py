@@ -181,9 +181,7 @@ class _Hold:
         return self._tasks
 
     async def calendars_named(self, names: Collection[str]) -> dict[str, StoredCalendar]:
-        return {
-            name: self._store._calendars[name] for name in names if name in self._store._calendars
-        }
+        return self._store._named_calendars(names)
 
     async def apply_tasks(
         self,
