@@ -92,11 +92,14 @@ UPDATE {schema}.backfills SET status = 'cancelled', finished_at = %(now)s
 WHERE id = %(backfill_id)s AND status = 'active'
 """
 
-# A cancel locks what it changes in the order an outcome batch that starts queued runs
-# takes them (docs/storage.md, "Lock order"): the leases of the runs in flight, in
-# run-id order (a batch locks a lease after the run it ends, and the cancel changes no
-# run in flight, only asks it to stop), then the task's lease lock, then the queued
-# runs, in the queue's order; then the backfill's row.
+# A cancel locks what it changes in the order an outcome batch takes it (docs/storage.md,
+# "Lock order"): the leases of the runs in flight, in run-id order (a batch locks a
+# lease after the run it ends, and the cancel changes no run in flight, only asks it to
+# stop), then the queued runs, in the queue's order; then the backfill's row. It takes
+# no lease lock (the task's advisory lock): a claim of a `replace` task holds that lock
+# while it asks runs to stop, which a cancel holding their leases would wait on (an
+# audit met that cycle hundreds of times). A queued run it holds is not started: a
+# start skips a run no longer queued.
 _LOCK_IN_FLIGHT = """
 SELECT l.run_id FROM {schema}.run_leases AS l JOIN {schema}.runs AS r ON r.id = l.run_id
 WHERE r.backfill_id = %(backfill_id)s AND r.status = 'running'
@@ -171,7 +174,9 @@ class PostgresBackfills:
     ) -> Backfill:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
-            await cur.execute(self._q["get_task"], {"id": task_id})
+            # A dry run writes nothing and locks nothing; a backfill locks its task row
+            # before its lease lock, as a claim does.
+            await cur.execute(self._q["get_task" if dry_run else "lock_task"], {"id": task_id})
             row = await cur.fetchone()
             if row is None:
                 raise TaskNotFound(task_id)
@@ -219,18 +224,15 @@ class PostgresBackfills:
     async def cancel_backfill(self, backfill_id: UUID, now: datetime) -> int:
         key = {"backfill_id": backfill_id}
         async with self._transaction() as conn:
-            # Its task (which never changes), then the locks in the order
-            # _LOCK_IN_FLIGHT gives, and the backfill's row last: the order a transaction ending its
-            # runs takes them (adapters.postgres.backfill_ends).
-            read = conn.cursor(row_factory=dict_row)
-            await read.execute(self._sql["record"], key)
-            if (first := await read.fetchone()) is None:
-                raise BackfillNotFound(backfill_id)
-            in_flight = await conn.execute(self._sql["lock_in_flight"], key)
-            await lock_leases(conn, self._q, self._schema, [first["task_id"]])
+            # The locks in the order _LOCK_IN_FLIGHT gives, and the backfill's row last:
+            # the order a transaction ending its runs takes them
+            # (adapters.postgres.backfill_ends). The runs in flight are read again once
+            # the queued runs are held: one a batch started meanwhile is stopped too.
+            await conn.execute(self._sql["lock_in_flight"], key)
             waiting = await conn.execute(self._sql["lock_queued"], key)
-            running = [run_id for (run_id,) in await in_flight.fetchall()]
+            in_flight = await conn.execute(self._sql["lock_in_flight"], key)
             queued = len(await waiting.fetchall())
+            running = [run_id for (run_id,) in await in_flight.fetchall()]
             locked = conn.cursor(row_factory=dict_row)
             await locked.execute(self._sql["lock_record"], key)
             found = await locked.fetchone()

@@ -113,6 +113,12 @@ FROM created AS c;
 -- One task by id.
 SELECT {task_columns} FROM {schema}.tasks WHERE id = %(id)s;
 
+-- lock_task --
+-- One task by id, locked as a write of its runs locks it first (docs/storage.md, "Lock
+-- order"): a backfill, so that the task's deletion waits for its runs to be written
+-- and cancels those queued, or the backfill waits for the deletion and finds no task.
+SELECT {task_columns} FROM {schema}.tasks WHERE id = %(id)s FOR NO KEY UPDATE;
+
 -- get_task_by_name --
 -- One task by its unique name.
 SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;

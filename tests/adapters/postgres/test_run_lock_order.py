@@ -23,12 +23,13 @@ import psycopg
 import pytest
 
 from adapters.postgres import PostgresTaskStore
+from adapters.postgres.advisory import lease_lock_key
 from application.ports import TaskDelete
 from domain.errors import TaskNotFound
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import Task
 from domain.triggers import IntervalTrigger
-from tests.adapters.postgres.support import T0, waiting
+from tests.adapters.postgres.support import T0, query, waiting
 from tests.fixtures.postgres import PostgresBackend
 from tests.fixtures.tasks import make_task
 from tests.fixtures.waiting import eventually
@@ -120,8 +121,10 @@ async def meet_at(
     return [r if isinstance(r, BaseException) else None for r in results]
 
 
-async def done_or_waiting(write: asyncio.Task[object], backend: PostgresBackend) -> bool:
-    return write.done() or await waiting(backend, 2)
+async def done_or_waiting(
+    write: asyncio.Task[Any], backend: PostgresBackend, count: int = 2
+) -> bool:
+    return write.done() or await waiting(backend, count)
 
 
 def succeeded(run: Run) -> tuple[UUID, RunOutcome]:
@@ -270,3 +273,86 @@ async def test_an_outcome_batch_and_the_cancel_of_its_backfill_never_deadlock(
     )
 
     assert (finish, cancel) == (None, None)
+
+
+async def backfilled_task(store: PostgresTaskStore, overlap: str = "buffer_all") -> Task:
+    """A task that fires no more by itself (its runs come from backfills), with three
+    slots."""
+    return await store.create_task(
+        make_task(
+            IntervalTrigger(every=10, anchor=T0),
+            max_running_instances=3,
+            overlap=overlap,
+            due=None,
+        )
+    )
+
+
+async def test_a_backfill_cancel_does_not_wait_for_its_task_lease_lock(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """A claim of a `replace` task holds the task's lease lock while it asks runs in
+    flight to stop (it locks their leases): a cancel holding those leases and waiting for
+    that lock made a cycle (an audit met it hundreds of times). The cancel takes no such
+    lock."""
+    store = await postgres_backend.new_store()
+    task = await backfilled_task(store, overlap="replace")
+    now = T0 + 100 * STEP
+    made = await store.backfills.backfill(
+        task.id, uuid4(), [T0 + i * STEP for i in range(3)], "allow_all", False, now, "r:1", False
+    )
+    key = lease_lock_key(postgres_backend.schema, task.id)
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url) as claim:
+        await claim.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+        async with asyncio.timeout(10):
+            stopped = await store.backfills.cancel_backfill(made.backfill_id, now)
+    assert stopped == 3
+
+
+async def test_a_backfill_and_the_delete_of_its_task_leave_no_queued_run(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """A backfill waits for its task's lease lock while the task is deleted: the delete
+    waits for the backfill (which holds the task row), then cancels the runs it queued.
+    Before, the delete went through at once and the backfill then wrote queued runs of a
+    task that was gone, which nothing would ever start or end."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task = await backfilled_task(engine)
+    now = T0 + 100 * STEP
+    key = lease_lock_key(postgres_backend.schema, task.id)
+    async with await psycopg.AsyncConnection.connect(postgres_backend.url) as claim:
+        await claim.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+        backfilling = asyncio.create_task(
+            engine.backfills.backfill(
+                task.id,
+                uuid4(),
+                [T0 + i * STEP for i in range(6)],
+                "buffer_all",
+                False,
+                now,
+                "r:1",
+                False,
+            )
+        )
+        await eventually(lambda: waiting_for_advisory(postgres_backend), "the backfill to wait")
+        deleting = asyncio.create_task(api.delete_task(task.id))
+        # The backfill's wait names no table: only the delete's counts here.
+        await eventually(
+            lambda: done_or_waiting(deleting, postgres_backend, 1), "the delete to wait, or land"
+        )
+        await claim.rollback()
+    made = await backfilling
+    await deleting
+    statuses = [(await api.get_run(c.run.id)).status for c in made.made]
+    assert RunStatus.QUEUED not in statuses
+    assert statuses.count(RunStatus.CANCELLED) == 3
+
+
+async def waiting_for_advisory(backend: PostgresBackend) -> bool:
+    rows = await query(
+        backend.url,
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        backend.schema,
+    )
+    return bool(rows[0][0] >= 1)
