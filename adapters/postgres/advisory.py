@@ -11,6 +11,7 @@ from uuid import UUID
 from psycopg import AsyncConnection
 
 _TAKE = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
+_TAKE_SHARED = "SELECT pg_advisory_xact_lock_shared(key) FROM unnest(%(keys)s::bigint[]) AS key"
 
 
 def _key(text: str) -> int:
@@ -30,10 +31,22 @@ def hold_lock_key(schema: str) -> int:
 
 
 def calendar_lock_key(schema: str, name: str) -> int:
-    """The key of a calendar's turns (adapters.postgres.calendars, `lock_calendars`)."""
+    """The key of a calendar's turns (adapters.postgres.calendars,
+    `take_calendar_turns`)."""
     return _key(f"{schema}:calendar:{name}")
+
+
+async def take_lock(conn: AsyncConnection[Any], key: int) -> None:
+    """Wait for the lock `key`, exclusive, in the caller's transaction."""
+    await conn.execute(_TAKE, {"key": key})
+
+
+async def take_shared_locks(conn: AsyncConnection[Any], keys: list[int]) -> None:
+    """Wait for the locks `keys`, shared, in the order given, in the caller's
+    transaction."""
+    await conn.execute(_TAKE_SHARED, {"keys": keys})
 
 
 async def take_hold_lock(conn: AsyncConnection[Any], schema: str) -> None:
     """Wait for the hold lock in the caller's transaction."""
-    await conn.execute(_TAKE, {"key": hold_lock_key(schema)})
+    await take_lock(conn, hold_lock_key(schema))

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg.rows import dict_row
 
-from adapters.postgres.advisory import calendar_lock_key
+from adapters.postgres.advisory import calendar_lock_key, take_lock, take_shared_locks
 from adapters.postgres.queries import spec_state
 from adapters.postgres.rows import to_trigger
 from adapters.postgres.transactions import PostgresStoreBase
@@ -211,9 +211,9 @@ class PostgresCalendars(PostgresStoreBase):
     @asynccontextmanager
     async def _changing(self, name: str) -> AsyncIterator[AsyncConnection[Any]]:
         """A transaction that changes the calendar `name`, which first waits for its
-        turn (`_TURN` says why)."""
+        turn (`take_calendar_turns` says why)."""
         async with self._transaction() as conn:
-            await conn.execute(_TURN, {"key": calendar_lock_key(self.schema, name)})
+            await take_lock(conn, calendar_lock_key(self.schema, name))
             yield conn
 
     async def calendar_tasks(self, name: str) -> list[str]:
@@ -292,20 +292,6 @@ async def lock_calendars(
         await conn.execute(statements["share"], {"names": sorted(names)})
 
 
-async def take_calendar_turns(
-    conn: AsyncConnection[Any], schema: str, names: Collection[str]
-) -> None:
-    """Wait for the turns of these calendars (shared, in name order: `_TURN` says why),
-    before their key-share locks; no statement when none. Only a write that reads the
-    calendars it plans with after its locks takes them (an apply's hold): a write that
-    planned before its transaction and waited for its turn behind a change would land
-    after it with the plan of the calendar's previous version, where going first gets
-    it re-planned by the change."""
-    if names:
-        keys = [calendar_lock_key(schema, name) for name in sorted(names)]
-        await conn.execute(_TURNS_SHARED, {"keys": keys})
-
-
 # A calendar's turns: an advisory lock per calendar, taken by an apply's hold naming it
 # (shared, before its key-share lock on the calendar's row) and by a change of the
 # calendar (exclusive, before its FOR UPDATE). A row lock lets a new key share through
@@ -313,8 +299,18 @@ async def take_calendar_turns(
 # key shares of the last, could keep a change waiting past the API's answer limit (an
 # audit saw a 503); an advisory lock serves a new shared request only after the
 # exclusive one waiting before it.
-_TURNS_SHARED = "SELECT pg_advisory_xact_lock_shared(key) FROM unnest(%(keys)s::bigint[]) AS key"
-_TURN = "SELECT pg_advisory_xact_lock(%(key)s::bigint)"
+async def take_calendar_turns(
+    conn: AsyncConnection[Any], schema: str, names: Collection[str]
+) -> None:
+    """Wait for the turns of these calendars (shared, in name order: see above),
+    before their key-share locks; no statement when none. Only a write that reads the
+    calendars it plans with after its locks takes them (an apply's hold): a write that
+    planned before its transaction and waited for its turn behind a change would land
+    after it with the plan of the calendar's previous version, where going first gets
+    it re-planned by the change."""
+    if names:
+        keys = [calendar_lock_key(schema, name) for name in sorted(names)]
+        await take_shared_locks(conn, keys)
 
 
 async def calendars_in(
