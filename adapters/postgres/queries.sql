@@ -707,9 +707,16 @@ SELECT * FROM cancelled WHERE backfill_id IS NOT NULL;
 
 -- ask_to_stop --
 -- Ask the replicas running these runs to stop them, each with the error to end with.
+-- A lease another transaction holds is left as it is, never waited for: its run is
+-- ending (an outcome batch or the lost-run sweep deletes the lease) or being asked to
+-- stop (a cancel). The claim asking holds the task's lease lock, which such a batch
+-- wants next to start queued runs: waiting here made a cycle (docs/storage.md).
 UPDATE {schema}.run_leases AS l SET cancel_requested = true, cancel_reason = c.reason
 FROM unnest(%(run_ids)b::uuid[], %(reasons)b::text[]) AS c (run_id, reason)
-WHERE l.run_id = ANY(%(run_ids)b::uuid[]) AND l.run_id = c.run_id;
+WHERE l.run_id IN (
+    SELECT run_id FROM {schema}.run_leases WHERE run_id = ANY(%(run_ids)b::uuid[])
+    ORDER BY run_id FOR UPDATE SKIP LOCKED
+) AND l.run_id = c.run_id;
 
 -- cancel_reasons --
 -- Which of these runs have a cancel request on their lease, and the error it asks for.

@@ -356,3 +356,50 @@ async def waiting_for_advisory(backend: PostgresBackend) -> bool:
         backend.schema,
     )
     return bool(rows[0][0] >= 1)
+
+
+async def test_a_replace_claim_and_an_outcome_batch_starting_its_queue_never_deadlock(
+    postgres_backend: PostgresBackend,
+) -> None:
+    """A claim of a `replace` task holds the task's lease lock while it asks the run in
+    flight to stop, which locks that run's lease; an outcome batch ending the same run
+    holds its lease (it deletes it) and then wants the lease lock to start the runs a
+    buffered backfill queued behind it. Met at the lease, they made a cycle (an audit
+    counted nine in a storm; PostgreSQL broke each after a second). The claim now leaves
+    a lease another transaction holds, without waiting: that run is ending (as here), or
+    being asked to stop."""
+    engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
+    task = await engine.create_task(
+        make_task(
+            IntervalTrigger(every=10, anchor=T0),
+            max_running_instances=1,
+            overlap="replace",
+            misfire_grace_seconds=None,
+        )
+    )
+    [first] = await engine.claim_due(T0, 10, "r:1")
+    assert first.run.status is RunStatus.RUNNING
+    backfilled = await engine.backfills.backfill(
+        task.id, uuid4(), [T0 - 3 * STEP, T0 - 2 * STEP], "buffer_all", False, T0, "r:1", False
+    )
+    assert [c.run.status for c in backfilled.made] == [RunStatus.QUEUED] * 2
+
+    def finish() -> Coroutine[Any, Any, object]:
+        return engine.finish_runs_starting([succeeded(first.run)], T0 + STEP, "r:1")
+
+    def claim() -> Coroutine[Any, Any, object]:
+        return api.claim_due(T0 + STEP, 10, "r:2")
+
+    results = await meet_at_lease(postgres_backend, first.run.id, finish, claim)
+
+    assert results == [None, None]
+    assert (await api.get_run(first.run.id)).status is RunStatus.SUCCEEDED
+    runs = await query(
+        postgres_backend.url,
+        "SELECT status, count(*) FROM {schema}.runs WHERE task_id = %s GROUP BY status",
+        postgres_backend.schema,
+        task.id,
+    )
+    # The backfill's first queued run took the slot; the claim's run waits behind the
+    # other one.
+    assert dict(runs) == {"succeeded": 1, "running": 1, "queued": 2}
