@@ -664,8 +664,14 @@ WHERE id IN (SELECT r.task_id FROM {schema}.runs AS r WHERE r.id = ANY(%(run_ids
 
 -- start_queued --
 -- Start queued runs as domain.overlap.start_fields decided, with their leases. A run no
--- longer queued (cancelled meanwhile) is left as it is.
-WITH start AS (
+-- longer queued (cancelled meanwhile) is left as it is. Queued runs are locked in the
+-- queue's order (time, then id) by every writer of several: the scan of a partitioned
+-- table goes partition by partition, the default one last (docs/storage.md, "Lock order").
+WITH queue AS (
+    SELECT scheduled_for, id FROM {schema}.runs
+    WHERE id = ANY(%(run_ids)b::uuid[]) AND status = 'queued'
+    ORDER BY scheduled_for, id FOR NO KEY UPDATE
+), start AS (
     SELECT * FROM unnest(
         %(run_ids)b::uuid[], %(started_at)b::timestamptz[],
         %(lease_expires_at)b::timestamptz[], %(replica)b::text[]
@@ -678,6 +684,7 @@ WITH start AS (
         replica = s.new_replica
     FROM start AS s
     WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = s.run_id AND r.status = 'queued'
+      AND (r.scheduled_for, r.id) IN (SELECT scheduled_for, id FROM queue)
     RETURNING {run_columns}
 ), leased AS (
     INSERT INTO {schema}.run_leases (run_id, task_id, expires_at, replica)
@@ -686,10 +693,17 @@ WITH start AS (
 SELECT {run_columns} FROM started;
 
 -- cancel_queued_runs --
--- Cancel these queued runs uncalled, each with its error.
+-- Cancel these queued runs uncalled, each with its error, locked in the queue's order
+-- (see start_queued).
+WITH queue AS (
+    SELECT scheduled_for, id FROM {schema}.runs
+    WHERE id = ANY(%(run_ids)b::uuid[]) AND status = 'queued'
+    ORDER BY scheduled_for, id FOR NO KEY UPDATE
+)
 UPDATE {schema}.runs AS r SET status = 'cancelled', finished_at = %(now)s, error = c.new_error
 FROM unnest(%(run_ids)b::uuid[], %(errors)b::text[]) AS c (run_id, new_error)
 WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = c.run_id AND r.status = 'queued'
+  AND (r.scheduled_for, r.id) IN (SELECT scheduled_for, id FROM queue)
 RETURNING {run_columns};
 
 -- cancel_task_queues --
@@ -697,10 +711,16 @@ RETURNING {run_columns};
 -- only the task's own, `backfilled` false, domain.overlap.dropped_queue). Answers those
 -- of them a backfill made, whose backfills this may have ended
 -- (adapters.postgres.backfill_ends).
-WITH cancelled AS (
-    UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
+-- Locked in the queue's order (see start_queued).
+WITH queue AS (
+    SELECT scheduled_for, id FROM {schema}.runs
     WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued'
       AND (%(backfilled)b::boolean OR backfill_id IS NULL)
+    ORDER BY scheduled_for, id FOR NO KEY UPDATE
+), cancelled AS (
+    UPDATE {schema}.runs SET status = 'cancelled', finished_at = %(now)s, error = %(error)s
+    WHERE task_id = ANY(%(task_ids)b::uuid[]) AND status = 'queued'
+      AND (scheduled_for, id) IN (SELECT scheduled_for, id FROM queue)
     RETURNING {run_columns}
 )
 SELECT * FROM cancelled WHERE backfill_id IS NOT NULL;
