@@ -99,8 +99,9 @@ class TaskWrites(MemoryStoreBase):
         self.backfills.settle(self._slots.cancel_queue(task_id, when, DELETED))
         del self._tasks[task_id]
         del self._names[task.name]
-        for run_id in [r for r, lease in self._leases.items() if lease.task_id == task_id]:
-            del self._leases[run_id]
+        # Its runs in flight keep their leases until they end: no claim counts them any
+        # more (the task is gone), and a cancel request still reaches them (PostgreSQL,
+        # whose leases go with the task, keeps such requests in run_cancels).
 
     async def apply_tasks(
         self,

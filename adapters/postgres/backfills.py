@@ -121,6 +121,18 @@ UPDATE {schema}.run_leases SET cancel_requested = true, cancel_reason = %(reason
 WHERE run_id = ANY(%(run_ids)s::uuid[])
 """
 
+# Its runs in flight whose leases went with their deleted task: asked through
+# run_cancels (adapters.postgres.cancels), in run-id order.
+_STOP_UNLEASED = """
+INSERT INTO {schema}.run_cancels (run_id, reason, requested_at)
+SELECT r.id, %(reason)s::text, %(now)s::timestamptz FROM {schema}.runs AS r
+WHERE r.backfill_id = %(backfill_id)s AND r.status = 'running'
+  AND NOT EXISTS (SELECT FROM {schema}.run_leases AS l WHERE l.run_id = r.id)
+ORDER BY r.id
+ON CONFLICT (run_id) DO UPDATE SET reason = excluded.reason
+RETURNING run_id
+"""
+
 
 class PostgresBackfills:
     """Backfills of one PostgreSQL store (its transactions, queries and schema)."""
@@ -155,6 +167,7 @@ class PostgresBackfills:
                 ("lock_queued", _LOCK_QUEUED),
                 ("cancel_queued", _CANCEL_QUEUED),
                 ("stop_running", _STOP_RUNNING),
+                ("stop_unleased", _STOP_UNLEASED),
             )
         }
 
@@ -241,9 +254,13 @@ class PostgresBackfills:
             record = BackfillRecord(**found)
             params = {"backfill_id": backfill_id, "now": now, "error": CANCELLED_BY_BACKFILL}
             await conn.execute(self._sql["cancel_queued"], params)
+            params = {"backfill_id": backfill_id, "now": now, "reason": STOPPED_BY_BACKFILL}
+            unleased = await conn.execute(self._sql["stop_unleased"], params)
             if running:
                 params = {"run_ids": running, "reason": STOPPED_BY_BACKFILL}
                 await conn.execute(self._sql["stop_running"], params)
+            running += [run_id for (run_id,) in await unleased.fetchall()]
+            if running:
                 await self._wake_cancels(conn, running)
             if record.status == "active" and (queued or running):
                 params = {"backfill_id": backfill_id, "now": now}

@@ -1,9 +1,11 @@
 """Cancelling runs on PostgreSQL: asking a run to stop (a queued one is cancelled at
-once), and reading which runs were asked and why."""
+once), and reading which runs were asked and why. A request is written on the run's
+lease, or in run_cancels when the lease went with the run's deleted task."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import UTC, datetime
 from uuid import UUID
 
 from psycopg.rows import dict_row
@@ -29,7 +31,8 @@ class Cancels(PostgresStoreBase):
                 return await self._queues.cancel_queued(conn, run, reason)
             if run.status is not RunStatus.RUNNING:
                 raise RunNotRunning(run_id, run.status.value)
-            await conn.execute(self._q["request_cancel"], {"id": run_id, "reason": reason})
+            params = {"id": run_id, "reason": reason, "now": datetime.now(UTC)}
+            await conn.execute(self._q["request_cancel"], params)
             await self._notify(conn, self.cancel_channel, run_id)
         return run
 

@@ -556,16 +556,36 @@ ORDER BY wanted.position, recent.scheduled_for DESC, recent.id DESC;
 
 -- request_cancel --
 -- Flag a run's lease so that the replica running it stops it (with the error `reason`;
--- null: the engine's default). A run asked before keeps the first reason.
-UPDATE {schema}.run_leases
-SET cancel_requested = true,
-    cancel_reason = CASE WHEN cancel_requested THEN cancel_reason ELSE %(reason)s END
-WHERE run_id = %(id)s;
+-- null: the engine's default). A run asked before keeps the first reason. A run whose
+-- lease went with its deleted task is asked through run_cancels instead.
+WITH leased AS (
+    UPDATE {schema}.run_leases
+    SET cancel_requested = true,
+        cancel_reason = CASE WHEN cancel_requested THEN cancel_reason ELSE %(reason)s::text END
+    WHERE run_id = %(id)s::uuid
+    RETURNING run_id
+)
+INSERT INTO {schema}.run_cancels (run_id, reason, requested_at)
+SELECT %(id)s::uuid, %(reason)s::text, %(now)s::timestamptz WHERE NOT EXISTS (SELECT FROM leased)
+ON CONFLICT (run_id) DO NOTHING;
 
 -- cancel_requested --
--- Which of these runs have a cancel request on their lease.
+-- Which of these runs have a cancel request, on their lease or in run_cancels.
 SELECT run_id FROM {schema}.run_leases
-WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested;
+WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested
+UNION ALL
+SELECT run_id FROM {schema}.run_cancels WHERE run_id = ANY(%(ids)b::uuid[]);
+
+-- forget_cancels --
+-- The cancel requests in run_cancels of runs no longer running (the lost-run sweep),
+-- locked in run-id order as every deleter of several rows takes them.
+DELETE FROM {schema}.run_cancels WHERE run_id IN (
+    SELECT c.run_id FROM {schema}.run_cancels AS c
+    WHERE NOT EXISTS (
+        SELECT FROM {schema}.runs AS r WHERE r.id = c.run_id AND r.status = 'running'
+    )
+    ORDER BY c.run_id FOR UPDATE
+);
 
 -- expire_lost_runs --
 -- Fail the running runs whose lease expired (their replica is gone) and free the leases.
@@ -739,6 +759,9 @@ WHERE l.run_id IN (
 ) AND l.run_id = c.run_id;
 
 -- cancel_reasons --
--- Which of these runs have a cancel request on their lease, and the error it asks for.
+-- Which of these runs have a cancel request (on their lease or in run_cancels), and the
+-- error it asks for.
 SELECT run_id, cancel_reason FROM {schema}.run_leases
-WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested;
+WHERE run_id = ANY(%(ids)b::uuid[]) AND cancel_requested
+UNION ALL
+SELECT run_id, reason FROM {schema}.run_cancels WHERE run_id = ANY(%(ids)b::uuid[]);

@@ -108,6 +108,8 @@ class RunEnds(PostgresStoreBase, RunEndsBase):
                     self._q["expire_lost_runs"],
                     {"now": now, "finished_at": truncate(now), "error": REPLICA_LOST},
                 )
+                # Sent with it, no round trip of its own: requests of runs now ended.
+                await conn.execute(self._q["forget_cancels"])
                 lost = [to_run(row) for row in await cur.fetchall()]
                 if lost:
                     refs = await read_task_refs(

@@ -7,6 +7,7 @@ from uuid import uuid4
 import pytest
 
 from application.ports import TaskStore
+from domain.backfills import STOPPED_BY_BACKFILL
 from domain.errors import (
     RunNotFound,
     RunNotRunning,
@@ -14,6 +15,7 @@ from domain.errors import (
 from domain.runs import REPLICA_LOST, RunOutcome, RunStatus
 from tests.adapters.contract_support import MINUTE, REPLICA, SECOND, T0, claim_one, succeeded
 from tests.adapters.contract_support import store as store  # the fixture
+from tests.adapters.test_backfill_contract import NOW, PAST, backfill, backfills
 from tests.fixtures.runs import finish_one
 from tests.fixtures.tasks import make_task
 
@@ -45,6 +47,35 @@ async def test_a_cancel_request_carries_its_reason_and_the_first_one_stands(
     await store.request_cancel(second.id)
     reasons = await store.cancel_reasons([first.id, second.id])
     assert reasons == {first.id: "cancelled from the console", second.id: None}
+
+
+async def test_a_run_of_a_deleted_task_can_still_be_asked_to_stop(store: TaskStore) -> None:
+    """A task's delete leaves its runs in flight to finish; a cancel still reaches them
+    (PostgreSQL deletes a task's leases with the task: the request is kept apart, and
+    the lost-run sweep forgets it once the run ended). An outside audit found the cancel
+    answered 202 and the run went on to succeed."""
+    task = await store.create_task(make_task())
+    run = await claim_one(store, T0)
+    await store.delete_task(task.id)
+    assert (await store.request_cancel(run.id, "stop it")).id == run.id
+    await store.request_cancel(run.id, "a later reason")
+    assert await store.cancel_requested([run.id]) == {run.id}
+    assert await store.cancel_reasons([run.id]) == {run.id: "stop it"}
+    await finish_one(store, run.id, RunOutcome(status=RunStatus.CANCELLED, finished_at=T0))
+    assert (await store.get_run(run.id)).status is RunStatus.CANCELLED
+    await store.expire_lost_runs(T0 + MINUTE)
+    assert await store.cancel_reasons([run.id]) == {}
+
+
+async def test_the_cancel_of_a_backfill_reaches_its_runs_after_its_task_is_deleted(
+    store: TaskStore,
+) -> None:
+    task = await store.create_task(make_task(max_running_instances=2, due=None))
+    made = await backfill(store, task, PAST[:2], overlap="allow_all")
+    running = [c.run.id for c in made.made]
+    await store.delete_task(task.id)
+    assert await backfills(store).cancel_backfill(made.backfill_id, NOW) == 2
+    assert await store.cancel_reasons(running) == dict.fromkeys(running, STOPPED_BY_BACKFILL)
 
 
 async def test_cancel_of_a_run_never_called_is_refused(store: TaskStore) -> None:

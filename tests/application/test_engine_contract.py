@@ -320,6 +320,22 @@ async def test_a_cancel_through_one_engine_stops_a_run_on_another(
     await eventually(slot_freed, "the owner to free the run's slot")
 
 
+async def test_a_cancel_stops_a_run_whose_task_was_deleted(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    """A task's delete lets its runs in flight finish, and a cancel still stops them."""
+    recording_target.respond("/gone", Response(delay=60))
+    task = await cluster.add(make_task(url=recording_target.url("/gone"), timeout=60))
+    await cluster.engine()
+    cluster.clock.set(T0)
+    await eventually(lambda: received(recording_target, "/gone", 1), "the call")
+    [run] = await cluster.wait_runs(task, 1, finished=False)
+    await cluster.stores[0].delete_task(task.id)
+    await cluster.stores[0].request_cancel(run.id)
+    [cancelled] = await cluster.wait_runs(task, 1)
+    assert (cancelled.status, cancelled.error) == (RunStatus.CANCELLED, CANCEL_ERROR)
+
+
 async def test_retries_follow_the_retry_policy(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
