@@ -25,6 +25,7 @@ import pytest
 from adapters.postgres import PostgresTaskStore
 from adapters.postgres.advisory import lease_lock_key
 from application.ports import TaskDelete
+from domain.backfills import Backfill
 from domain.errors import TaskNotFound
 from domain.runs import Run, RunOutcome, RunStatus
 from domain.tasks import Task
@@ -405,51 +406,64 @@ async def test_a_replace_claim_and_an_outcome_batch_starting_its_queue_never_dea
     assert dict(runs) == {"succeeded": 1, "running": 1, "queued": 2}
 
 
+async def across_partitions(
+    backend: PostgresBackend, store: PostgresTaskStore, slots: int, old: int
+) -> tuple[Task, Backfill, datetime]:
+    """A `buffer_all` task with `slots` slots, and a backfill of `old` occurrences long
+    ago and two of this week, made now: the old ones in `runs_default` (no week's
+    partition is kept that far back), the others in this week's partition, whose scan
+    comes first. The runs of the first `slots` occurrences run, the others wait."""
+    task = await store.create_task(
+        make_task(
+            IntervalTrigger(every=10, anchor=T0), max_running_instances=slots, overlap="buffer_all"
+        )
+    )
+    now = datetime.now(UTC).replace(microsecond=0)
+    week = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0)
+    occurrences = [T0 + i * STEP for i in range(old)] + [week + STEP, week + 2 * STEP]
+    made = await store.backfills.backfill(
+        task.id, uuid4(), occurrences, "buffer_all", False, now, "r:1", False
+    )
+    statuses = [c.run.status for c in made.made]
+    assert statuses == [RunStatus.RUNNING] * slots + [RunStatus.QUEUED] * (old + 2 - slots)
+    places = await query(
+        backend.url,
+        "SELECT tableoid::regclass::text FROM {schema}.runs WHERE task_id = %s"
+        " ORDER BY scheduled_for",
+        backend.schema,
+        task.id,
+    )
+    assert [place.endswith("runs_default") for (place,) in places] == [True] * old + [False] * 2
+    return task, made, now
+
+
+def pause(store: PostgresTaskStore, task: Task, now: datetime) -> Coroutine[Any, Any, object]:
+    return store.update_task(
+        task.model_copy(update={"enabled": False, "updated_at": now}),
+        task.version,
+        reschedule=True,
+    )
+
+
 async def test_a_pause_and_the_cancel_of_a_backfill_across_partitions_never_deadlock(
     postgres_backend: PostgresBackend,
 ) -> None:
-    """A backfill of long ago and of this week queues runs in two partitions: the old
-    ones in `runs_default` (no week's partition is kept that far back), the others in
-    this week's. Its cancel locks the queue in time order; a pause (or a delete)
+    """A backfill's cancel locks its queue in time order; a pause (or a delete)
     cancelled it in the order it scanned the partitions, this week's first and the
     default last. A third transaction holds the newest queued run, so that the pause
     holds this week's other one and waits, the cancel takes the old one and waits for
     the pause's: both must land."""
     engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
-    task = await engine.create_task(
-        make_task(
-            IntervalTrigger(every=10, anchor=T0), max_running_instances=1, overlap="buffer_all"
-        )
-    )
-    now = datetime.now(UTC).replace(microsecond=0)
-    week = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0)
-    occurrences = [T0, T0 + STEP, week + STEP, week + 2 * STEP]
-    made = await engine.backfills.backfill(
-        task.id, uuid4(), occurrences, "buffer_all", False, now, "r:1", False
-    )
-    statuses = [c.run.status for c in made.made]
-    assert statuses == [RunStatus.RUNNING] + [RunStatus.QUEUED] * 3
-    places = await query(
-        postgres_backend.url,
-        "SELECT tableoid::regclass::text FROM {schema}.runs WHERE task_id = %s"
-        " ORDER BY scheduled_for",
-        postgres_backend.schema,
-        task.id,
-    )
-    assert [place.endswith("runs_default") for (place,) in places] == [True, True, False, False]
+    task, made, now = await across_partitions(postgres_backend, engine, slots=1, old=2)
 
-    pause, cancel = await meet_at_run(
+    paused, cancel = await meet_at_run(
         postgres_backend,
         made.made[-1].run.id,
-        lambda: api.update_task(
-            task.model_copy(update={"enabled": False, "updated_at": now}),
-            task.version,
-            reschedule=True,
-        ),
+        lambda: pause(api, task, now),
         lambda: api.backfills.cancel_backfill(made.backfill_id, now),
     )
 
-    assert (pause, cancel) == (None, None)
+    assert (paused, cancel) == (None, None)
     left = [(await api.get_run(c.run.id)).status for c in made.made[1:]]
     assert left == [RunStatus.CANCELLED] * 3
 
@@ -460,34 +474,18 @@ async def test_an_outcome_batch_starting_a_queue_across_partitions_and_a_pause_n
 ) -> None:
     """The batch that starts queued runs in the slots it frees locks them in the
     queue's order too, wherever they are: three runs in flight, the queue behind them
-    one old run in `runs_default` and two of this week (its partition scanned first)."""
+    one old run in `runs_default` and two of this week."""
     engine, api = await postgres_backend.new_store(), await postgres_backend.new_store()
-    task = await engine.create_task(
-        make_task(
-            IntervalTrigger(every=10, anchor=T0), max_running_instances=3, overlap="buffer_all"
-        )
-    )
-    now = datetime.now(UTC).replace(microsecond=0)
-    week = (now - timedelta(days=now.weekday())).replace(hour=0, minute=0, second=0)
-    occurrences = [T0 + i * STEP for i in range(4)] + [week + STEP, week + 2 * STEP]
-    made = await engine.backfills.backfill(
-        task.id, uuid4(), occurrences, "buffer_all", False, now, "r:1", False
-    )
+    task, made, now = await across_partitions(postgres_backend, engine, slots=3, old=4)
     running, queued = [c.run for c in made.made[:3]], [c.run for c in made.made[3:]]
-    assert {run.status for run in running} == {RunStatus.RUNNING}
-    assert {run.status for run in queued} == {RunStatus.QUEUED}
 
-    finish, pause = await meet_at_run(
+    finish, paused = await meet_at_run(
         postgres_backend,
         queued[held].id,
         lambda: engine.finish_runs_starting([succeeded(run) for run in running], now, "r:1"),
-        lambda: api.update_task(
-            task.model_copy(update={"enabled": False, "updated_at": now}),
-            task.version,
-            reschedule=True,
-        ),
+        lambda: pause(api, task, now),
     )
 
-    assert (finish, pause) == (None, None)
+    assert (finish, paused) == (None, None)
     statuses = [(await api.get_run(run.id)).status for run in queued]
     assert RunStatus.QUEUED not in statuses
