@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
+from application.deadlines import deadline
 from application.engine_records import OutcomeRecorder, run_fields
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
@@ -178,7 +179,9 @@ class RunRunner:
                     return None
                 lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
-                async with asyncio.timeout(self._budget(claimed, started_at)):
+                # An answer that came while this process was frozen past the budget is
+                # read before the budget stops the call (application/deadlines.py).
+                async with deadline(self._budget(claimed, started_at)):
                     outcome = await self._executor.execute(task, run, task.last_run_at, progress)
         except asyncio.CancelledError:
             reason = self._reasons.get(run.id)

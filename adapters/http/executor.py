@@ -53,6 +53,7 @@ from adapters.http.signing import signature_secrets
 from adapters.http.template_workers import TemplateWorkers
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
+from application.deadlines import deadline
 from application.ports import CallProgress, Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
@@ -270,7 +271,9 @@ class HttpExecutor:
         timeout = seconds
         limit = self._settings.response_excerpt_bytes
         try:
-            async with asyncio.timeout(timeout):
+            # Not asyncio.timeout: an answer already in the socket when the limit
+            # expires (a process frozen meanwhile) is read first.
+            async with deadline(timeout):
                 authorization = await self._authorization(credentials, timeout)
                 client = self._http()
                 assert self._transport is not None

@@ -146,6 +146,22 @@ async def test_a_hanging_target_times_out(
     assert outcome.attempts == 1
 
 
+async def test_an_answer_that_came_while_the_process_was_frozen_is_read(
+    executor: HttpExecutor, recording_target: RecordingTarget
+) -> None:
+    """A process frozen past the call's timeout (a stopped process, a paused VM) wakes
+    with the answer already in the socket: the call reads it rather than time out (from
+    a fault audit, where calls answered 200 during a SIGSTOP read as stopped)."""
+    recording_target.respond("/", Response(200, b"ok", delay=0.1))
+    task = http_task(recording_target.url("/"), timeout_seconds=0.5)
+    asyncio.get_running_loop().call_later(0.05, time.sleep, 1.0)  # the whole loop stops
+
+    outcome = await executor.execute(task, make_run(task), None)
+
+    assert (outcome.status, outcome.http_status) == (RunStatus.SUCCEEDED, 200)
+    assert len(recording_target.received("/")) == 1
+
+
 async def test_a_refused_connection(executor: HttpExecutor) -> None:
     port = closed_port()
 
