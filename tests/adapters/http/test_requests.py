@@ -152,10 +152,17 @@ async def test_an_answer_that_came_while_the_process_was_frozen_is_read(
     """A process frozen past the call's timeout (a stopped process, a paused VM) wakes
     with the answer already in the socket: the call reads it rather than time out (from
     a fault audit, where calls answered 200 during a SIGSTOP read as stopped)."""
-    recording_target.respond("/", Response(200, b"ok", delay=0.1))
-    task = http_task(recording_target.url("/"), timeout_seconds=0.5)
-    asyncio.get_running_loop().call_later(0.05, time.sleep, 1.0)  # the whole loop stops
+    recording_target.respond("/", Response(200, b"ok", delay=0.3))
+    task = http_task(recording_target.url("/"), timeout_seconds=1)
+    loop = asyncio.get_running_loop()
 
+    def freeze_once_called() -> None:
+        if not recording_target.received("/"):
+            loop.call_later(0.01, freeze_once_called)
+            return
+        time.sleep(1.5)  # the loop stops past the limit; the target answers at 0.3 s
+
+    loop.call_soon(freeze_once_called)
     outcome = await executor.execute(task, make_run(task), None)
 
     assert (outcome.status, outcome.http_status) == (RunStatus.SUCCEEDED, 200)
