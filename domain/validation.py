@@ -26,7 +26,7 @@ _TAGS = frozenset(
     }
 )
 
-# The fields that hold a tagged union (and the start of a bare union's path).
+# The fields that hold a tagged union (a bare union is validated under one of them).
 _UNIONS = frozenset({"trigger", "auth"})
 
 
@@ -51,7 +51,7 @@ def described(details: Sequence[ErrorDetails], prefix: str = "") -> list[FieldEr
         for part in error["loc"]:
             text = str(part)
             # A tag only where a union sits (a trigger's `calendar` field is no tag).
-            is_tag = text in _TAGS and (previous in _UNIONS or previous == "")
+            is_tag = text in _TAGS and previous in _UNIONS
             previous = text
             if is_tag or "[" in text or text.startswith("function-"):
                 continue

@@ -100,6 +100,27 @@ async def test_unknown_field_is_named_by_its_own_path(
     assert await task_count(client) == 0
 
 
+@pytest.mark.parametrize("member", ["calendar", "cron", "bearer", "oauth2_client_credentials"])
+async def test_an_unknown_field_named_like_a_kind_is_named_too(
+    client: Client, recording_target: RecordingTarget, member: str
+) -> None:
+    """A task's top-level field that shares its name with a trigger kind or an auth type
+    (a guess such as `"calendar": "holidays"` beside the trigger) is named, not `body`:
+    only under `trigger` and `auth` are those words a union's member."""
+    body = cron_task(recording_target.url()) | {member: "holidays"}
+
+    created = assert_problem(await client.post("/tasks", json=body), 422)
+    put = assert_problem(await client.put("/tasks/nightly-report", json=body), 422)
+
+    assert fields(created) == fields(put) == [member]
+    assert created["errors"][0]["message"] == "unknown field"
+    assert await task_count(client) == 0
+    await client.post("/tasks", json=cron_task(recording_target.url()))
+    patched = assert_problem(await client.patch("/tasks/nightly-report", json={member: "x"}), 422)
+    assert fields(patched) == [member]
+    assert (await client.get("/tasks/nightly-report")).json()["version"] == 1
+
+
 async def test_an_unknown_field_in_a_merge_patch_is_named_and_changes_nothing(
     client: Client, recording_target: RecordingTarget
 ) -> None:
