@@ -290,18 +290,32 @@ def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, st
         return Verdict.MISSED, f"missed: {_missed_why(run, spec)}"
     if status is RunStatus.SKIPPED:
         limit = spec.max_running_instances
-        held: list[Run] = []
-        waiting: list[Run] = []
-        for other in in_flight:
-            started = other.started_at is not None and other.started_at <= run.claimed_at
-            (held if started else waiting).append(other)
-        holders = ", ".join(str(r.id) for r in held) or "runs of this task"
+        held, waiting = _slot_holders(in_flight, limit)
+        holders = _named_runs(held) or "runs of this task"
         slots = "the only slot" if limit == 1 else f"all {limit} slots"
         detail = f"skipped: {holders} held {slots} (max_running_instances = {limit})"
         if waiting:  # a queue that keeps no more (overlap buffer_one)
-            names = ", ".join(f"run {r.id}" for r in waiting)
-            detail += f", and {names} already waited for one (overlap {spec.overlap})"
+            queue = _named_runs(waiting)
+            detail += f", and {queue} already waited for one (overlap {spec.overlap})"
         return Verdict.SKIPPED, detail
     if status is RunStatus.CANCELLED:
         return Verdict.CANCELLED, f"cancelled: run {run.id}: {run.error}"
     return Verdict.QUEUED, f"queued: run {run.id} waits for a slot"
+
+
+def _slot_holders(in_flight: list[Run], limit: int) -> tuple[list[Run], list[Run]]:
+    """The runs in flight at a skip that held the slots, and those queued behind them.
+    A run's stored start is its call's (written with its outcome), a little after its
+    claim, and a queued run started only once a holder ended: so the `limit` that started
+    first held the slots."""
+    ordered = sorted(
+        in_flight, key=lambda r: (r.started_at is None, r.started_at or r.claimed_at, r.id)
+    )
+    return ordered[:limit], ordered[limit:]
+
+
+def _named_runs(runs: list[Run]) -> str:
+    if not runs:
+        return ""
+    word = "run" if len(runs) == 1 else "runs"
+    return f"{word} " + ", ".join(str(r.id) for r in runs)

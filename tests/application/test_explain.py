@@ -92,7 +92,31 @@ async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(
 
     assert (answer.occurrence, answer.verdict) == (T0 + MINUTE, Verdict.SKIPPED)
     assert answer.detail == (
-        f"skipped: {held.run.id} held the only slot (max_running_instances = 1)"
+        f"skipped: run {held.run.id} held the only slot (max_running_instances = 1)"
+    )
+
+
+async def test_a_skip_names_the_run_of_the_same_claim_whose_call_started_a_second_later(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    """A backlog caught up whole (`catch_up: all`) in one claim: its first occurrence takes
+    the slot and the next are skipped. The holder's start, written with its outcome, is
+    its call's, a second after the claim; it held the slot all the same (an audit saw
+    "runs of this task held the only slot", no run named)."""
+    spec = task_spec(**MINUTELY, catch_up="all", max_catch_up=2, misfire_grace_seconds=None)
+    await service.create_task(spec)
+    claim_at = T0 + 3 * MINUTE + SECOND
+    held, skipped = [c.run for c in await memory_store.claim_due(claim_at, 10, REPLICA)][-2:]
+    assert (held.status, skipped.status) == (RunStatus.RUNNING, RunStatus.SKIPPED)
+    outcome = succeeded(claim_at + 5 * SECOND).model_copy(update={"started_at": claim_at + SECOND})
+    await finish_one(memory_store, held.id, outcome)
+    clock.set(T0 + 4 * MINUTE)
+
+    answer = await service.explain("minutely", skipped.scheduled_for)
+
+    assert answer.verdict is Verdict.SKIPPED
+    assert answer.detail == (
+        f"skipped: run {held.id} held the only slot (max_running_instances = 1)"
     )
 
 
@@ -110,7 +134,7 @@ async def test_a_skip_under_buffer_one_names_the_run_that_already_waited(
 
     assert (answer.occurrence, answer.verdict) == (T0 + 2 * MINUTE, Verdict.SKIPPED)
     assert answer.detail == (
-        f"skipped: {held.run.id} held the only slot (max_running_instances = 1), "
+        f"skipped: run {held.run.id} held the only slot (max_running_instances = 1), "
         f"and run {waiting.run.id} already waited for one (overlap buffer_one)"
     )
 
