@@ -12,11 +12,11 @@ from pydantic import ValidationError
 from application.bounds import check_count, in_range
 from application.ports import Clock
 from domain.calendars import Calendar
-from domain.claims import SECOND, complete_trigger
+from domain.claims import BEGINNING_OF_TIME, SECOND, complete_trigger
 from domain.errors import InvalidRequest
 from domain.instants import truncate
 from domain.occurrences import AnnotatedFireTimes
-from domain.triggers import TRIGGER_ADAPTER, Trigger
+from domain.triggers import TRIGGER_ADAPTER, OneShotTrigger, Trigger
 from domain.validation import field_errors
 
 
@@ -29,8 +29,8 @@ def preview_trigger(
 ) -> tuple[Trigger, AnnotatedFireTimes]:
     """The next `count` fire times of a bare trigger, each with its flags, and what did
     not fire: strictly after `after` when given, else from now on (`clock`) as a task
-    created now would fire. `calendars` are calendars given inline, for trying a policy
-    before any calendar is stored."""
+    created now would fire (a one-shot: its fire time, even past). `calendars` are
+    calendars given inline, for trying a policy before any calendar is stored."""
     check_count(count)
     if isinstance(trigger, dict):
         try:
@@ -51,4 +51,9 @@ def preview_trigger(
     start = in_range("after", after) if after is not None else truncate(clock.now())
     trigger = complete_trigger(trigger, start)
     floor = start if after is not None else start - SECOND
+    if after is None and isinstance(trigger, OneShotTrigger):
+        # Its one fire time, even past: a task's grace rule is not the trigger's.
+        run_at = trigger.next_fire_time(BEGINNING_OF_TIME)
+        if run_at is not None:
+            floor = min(floor, run_at - SECOND)
     return trigger, trigger.annotated(floor, count, named)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -349,6 +350,22 @@ async def test_preview_lists_fire_times_without_creating_anything(client: Client
         "fire_times": ["2026-03-07T07:30:00Z", "2026-03-08T07:30:00Z", "2026-03-09T06:30:00Z"]
     }
     assert (await client.get("/tasks")).json()["items"] == []
+
+
+async def test_preview_of_a_one_shot_whose_time_passed_lists_that_time(client: Client) -> None:
+    """Without `after`, a one-shot previews its fire time even when it has passed (the
+    task's grace rule is not the trigger's, docs/api.md); strictly after a later `after`,
+    it has none."""
+    passed = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
+    trigger = {"kind": "one_shot", "run_at": passed.replace(tzinfo=None).isoformat()}
+    trigger["timezone"] = "UTC"
+    stamp = passed.isoformat().replace("+00:00", "Z")
+
+    listed = await client.post("/triggers/preview", json={"trigger": trigger})
+    later = await client.post("/triggers/preview", json={"trigger": trigger, "after": stamp})
+
+    assert listed.status_code == 200 and listed.json() == {"fire_times": [stamp]}
+    assert later.status_code == 200 and later.json() == {"fire_times": []}
 
 
 async def test_health_readiness_and_metrics(client: Client) -> None:
