@@ -247,6 +247,15 @@ async def test_a_delete_is_confirmed_and_only_of_the_version_shown(open_console:
     assert said not in (await open_console.get("/ui/?deleted=daily")).text
 
 
+async def test_a_link_cannot_make_the_delete_notice_say_other_words(open_console: Client) -> None:
+    """`?deleted=` is said only of what could be a task's name (an audit sent a link
+    whose page said "Deleted production-billing (and all its runs were purged)")."""
+    for words in ("billing (and all its runs were purged)", "<img src=x>", "..", "a b"):
+        page = await open_console.get("/ui/", params={"deleted": words})
+        assert page.status_code == 200 and "Deleted" not in page.text
+    assert "Deleted billing:" in (await open_console.get("/ui/?deleted=billing")).text
+
+
 async def test_a_stale_form_never_acts_on_another_task_of_the_same_name(
     open_console: Client,
 ) -> None:

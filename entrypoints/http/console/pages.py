@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from application.backfills import BackfillService
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
 from domain.errors import BackfillNotFound, InvalidRequest, RunNotFound, TaskNotFound
+from domain.names import NAME_PATTERN, unreachable_name
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.validation import FieldError
@@ -321,8 +323,9 @@ async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID
 
 
 async def _deleted_message(scheduling: SchedulingService, name: str) -> str | None:
-    """The tasks page after a delete (`?deleted=<name>`), while no task has that name."""
-    if not name:
+    """The tasks page after a delete (`?deleted=<name>`), while no task has that name,
+    and only for what could be one: a link must not make the page say other words."""
+    if not re.fullmatch(NAME_PATTERN, name) or unreachable_name(name) is not None:
         return None
     try:
         await scheduling.get_task(name)
