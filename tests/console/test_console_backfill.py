@@ -259,9 +259,15 @@ async def test_a_zone_the_form_does_not_offer_is_named(open_console: Client) -> 
     form |= {"end": form_time(start + timedelta(days=1))}
 
     refused = await open_console.post("/ui/tasks/daily/backfill", data=form)
+    # Each bad field named at once: a bad zone hid the others (a console audit).
+    form |= {"start": "yesterday", "overlap": "bogus"}
+    all_bad = await open_console.post("/ui/tasks/daily/backfill", data=form)
 
     assert refused.status_code == 422
     assert 'id="b-zone-error">must be task or utc' in refused.text
+    assert all_bad.status_code == 422
+    for field in ("zone", "start", "overlap"):
+        assert f'id="b-{field}-error">' in all_bad.text
     assert (await open_console.get("/runs")).json()["items"] == []
 
 

@@ -51,5 +51,5 @@ async def test_a_status_it_does_not_know_is_named_with_the_form_kept(
     refused = await open_console.get("/ui/events?status=nosuch")
 
     assert refused.status_code == 422
-    assert re.search(r"<code>status</code> one of pending, sent, dropped", refused.text)
+    assert re.search(r"<code>status</code> must be one of pending, sent, dropped", refused.text)
     assert '<option value="" selected>any</option>' not in refused.text  # nosuch kept

@@ -129,6 +129,10 @@ async def test_a_bad_time_comes_back_naming_the_field_with_what_was_typed(
     assert too_long.status_code == 422 and 'id="e-at-error">is longer than 100' in too_long.text
     bad_zone = await open_console.get("/ui/tasks/daily/explain?zone=mars")
     assert bad_zone.status_code == 422 and "must be task or utc" in bad_zone.text
+    # Both named at once: a bad zone hid the bad time (a console audit).
+    both = await open_console.get("/ui/tasks/daily/explain?at=garbage&zone=mars")
+    assert both.status_code == 422 and 'id="e-zone-error">must be task or utc' in both.text
+    assert 'id="e-at-error">' in both.text and "(got &#39;garbage&#39;)" in both.text
 
 
 async def test_a_read_only_token_may_ask(guarded: Client) -> None:

@@ -308,7 +308,7 @@ async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console
     assert 'id="r-task" name="task" value="nightly"' in runs.text
     status = await open_console.get("/ui/runs?task=nightly&status=bogus")
     assert status.status_code == 422
-    assert "<code>status</code> one of running, succeeded, failed" in status.text
+    assert "<code>status</code> must be one of running, succeeded, failed" in status.text
     assert 'id="r-task" name="task" value="nightly"' in status.text
     tasks = await open_console.get("/ui/?name=bulk&state=bogus")
     assert tasks.status_code == 422

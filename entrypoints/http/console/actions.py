@@ -33,7 +33,7 @@ from entrypoints.http.console.access import (
     return_path,
     session_cookie,
 )
-from entrypoints.http.console.forms import backfill_request, chosen_zone, form_text
+from entrypoints.http.console.forms import backfill_request, form_text, zone_or_task_zone
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
 
@@ -112,14 +112,20 @@ class ConsoleActions(Controller):
         }
         try:
             task = await scheduling.get_task(ref)
-            wanted = backfill_request(
-                values["start"],
-                values["end"],
-                overlap=values["overlap"],
-                only_missing=bool(values["only_missing"]),
-                dry_run=bool(values["dry_run"]),
-                zone=chosen_zone(str(values["zone"]), task.trigger.timezone),
-            )
+            zone, zone_errors = zone_or_task_zone(str(values["zone"]), task.trigger.timezone)
+            try:
+                wanted = backfill_request(
+                    values["start"],
+                    values["end"],
+                    overlap=values["overlap"],
+                    only_missing=bool(values["only_missing"]),
+                    dry_run=bool(values["dry_run"]),
+                    zone=zone,
+                )
+            except InvalidRequest as exc:  # named together with a bad zone
+                raise InvalidRequest.of([*exc.errors, *zone_errors]) from None
+            if zone_errors:
+                raise InvalidRequest.of(zone_errors)
             made = await backfills.backfill(ref, wanted, actor=actor_of(request))
         except InvalidRequest as exc:
             # The form again, as sent, each bad field named beside its input (the task

@@ -15,7 +15,8 @@ from litestar.params import FromPath, QueryParameter
 from application.scheduling import SchedulingService
 from domain.errors import InvalidRequest
 from domain.explain import Explanation
-from entrypoints.http.console.forms import chosen_zone, wall_instant
+from domain.validation import FieldError
+from entrypoints.http.console.forms import wall_instant, zone_or_task_zone
 from entrypoints.http.console.rendering import render
 
 MAX_AT = 100  # characters of `at`
@@ -49,18 +50,23 @@ class ExplainPage(Controller):
         errors: dict[str, str] = {}
         explanation: Explanation | None = None
         asked: datetime | None = None
+        # A bad zone is named beside the rest: `at` is read in the task's zone then.
+        wall_zone, zone_errors = zone_or_task_zone(zone, task.trigger.timezone)
         try:
-            wall_zone = chosen_zone(zone, task.trigger.timezone)
             try:
                 if len(at) > MAX_AT:
                     raise InvalidRequest("at", f"is longer than {MAX_AT} characters")
                 asked = wall_instant("at", at, wall_zone, out_of_range=EXPLAINABLE)
                 asked = asked.astimezone(UTC) if asked else None
             except OverflowError:  # an offset that takes it past year 9999, or before 1
-                raise InvalidRequest("at", f"{EXPLAINABLE} (got {at.strip()!r})") from None
+                at_error = FieldError("at", f"{EXPLAINABLE} (got {at.strip()!r})")
+                raise InvalidRequest.of([at_error, *zone_errors]) from None
             except InvalidRequest as exc:  # say what was typed: the input may not show it
                 typed = at.strip() if len(at) <= MAX_AT else at.strip()[:MAX_AT] + "…"
-                raise InvalidRequest("at", f"{exc.message} (got {typed!r})") from None
+                at_error = FieldError("at", f"{exc.message} (got {typed!r})")
+                raise InvalidRequest.of([at_error, *zone_errors]) from None
+            if zone_errors:
+                raise InvalidRequest.of(zone_errors)
             asked = asked or datetime.now(UTC).replace(microsecond=0)  # as the API: now
             explanation = await scheduling.explain(task.id, asked)
         except InvalidRequest as exc:

@@ -35,7 +35,7 @@ def status_filter(text: str, statuses: type[S]) -> S | None:
         return statuses(text)
     except ValueError:
         choices = ", ".join(status.value for status in statuses)
-        raise InvalidRequest("status", f"one of {choices}") from None
+        raise InvalidRequest("status", f"must be one of {choices}") from None
 
 
 def chosen_zone(value: str, task_zone: str) -> str:
@@ -44,6 +44,15 @@ def chosen_zone(value: str, task_zone: str) -> str:
     if value not in ZONES:
         raise InvalidRequest("zone", "must be task or utc")
     return task_zone if value == "task" else "UTC"
+
+
+def zone_or_task_zone(value: str, task_zone: str) -> tuple[str, list[FieldError]]:
+    """`chosen_zone`, or the task's zone with the error naming `zone`: a form reads its
+    other fields all the same, so that each bad one is named at once."""
+    try:
+        return chosen_zone(value, task_zone), []
+    except InvalidRequest as exc:
+        return task_zone, exc.errors
 
 
 def form_instant(field: str, text: str) -> datetime | None:
