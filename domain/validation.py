@@ -77,6 +77,8 @@ def described(details: Sequence[ErrorDetails], prefix: str = "") -> list[FieldEr
             message = mismatch_words(pattern, error["input"]) or message
         elif error["type"] in WRONG_TYPE:
             message = wrong_type(error["type"], error["input"])
+        elif error["type"] in _BOUNDS:
+            message = bound_words(error) or message
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         errors.append(FieldError(".".join(parts) or "body", message))
@@ -103,6 +105,56 @@ WRONG_TYPE = {
     "model_type": "an object",
     "model_attributes_type": "an object",
 }
+
+
+# pydantic's bound errors, said as the rest of the API says them ("is 300 characters
+# long, more than the 200 allowed"), not in pydantic's words ("String should have …").
+_BOUNDS = frozenset(
+    {
+        "string_too_long",
+        "string_too_short",
+        "too_long",
+        "too_short",
+        "less_than_equal",
+        "greater_than_equal",
+        "less_than",
+        "greater_than",
+    }
+)
+
+
+def bound_words(error: ErrorDetails) -> str | None:
+    """The words of a bound error (one of _BOUNDS), or None for a shape not known."""
+    ctx = error.get("ctx", {})
+    value = error.get("input")
+    kind = error["type"]
+    if kind == "string_too_long" and isinstance(value, str):
+        longest = ctx.get("max_length")
+        return f"is {len(value)} characters long, more than the {longest} allowed"
+    if kind == "string_too_short":
+        shortest = ctx.get("min_length")
+        if shortest == 1:
+            return "must not be empty"
+        return f"must be at least {shortest} characters long"
+    if kind == "too_long" and isinstance(value, list | tuple | dict):
+        return f"has {len(value)} items, more than the {ctx.get('max_length')} allowed"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length')} items"
+    words = {
+        "less_than_equal": ("le", "at most"),
+        "greater_than_equal": ("ge", "at least"),
+        "less_than": ("lt", "less than"),
+        "greater_than": ("gt", "greater than"),
+    }.get(kind)
+    if words is None or words[0] not in ctx:
+        return None
+    return f"must be {words[1]} {_number(ctx[words[0]])}, not {_number(value)}"
+
+
+def _number(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def json_type(value: object) -> str:

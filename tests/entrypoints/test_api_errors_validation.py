@@ -334,3 +334,22 @@ async def test_a_template_reading_a_dunder_attribute_is_refused_when_written(
     assert fields(problem) == ["target.body.probe"]
     assert "__class__" in problem["errors"][0]["message"]
     assert await task_count(client) == 0
+
+
+async def test_a_bound_is_said_in_the_api_s_words_not_the_validator_s(
+    client: Client, recording_target: RecordingTarget
+) -> None:
+    """A value past a length or number bound is named with the bound and what was sent
+    (a console audit saw "String should have at most 10000 characters")."""
+    body = cron_task(recording_target.url()) | {"description": "x" * 10_001}
+    body["target"]["retry"] = {"max_attempts": 11}
+    body["max_running_instances"] = 0
+
+    problem = assert_problem(await client.post("/tasks", json=body), 422)
+
+    assert {error["field"]: error["message"] for error in problem["errors"]} == {
+        "description": "is 10001 characters long, more than the 10000 allowed",
+        "target.retry.max_attempts": "must be at most 10, not 11",
+        "max_running_instances": "must be at least 1, not 0",
+    }
+    assert await task_count(client) == 0
