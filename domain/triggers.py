@@ -116,7 +116,7 @@ class IntervalTrigger(BoundedSchedule):
         try:
             return seconds_of(value)
         except ValueError as exc:
-            raise PydanticCustomError("interval_every", f"every {exc}") from exc
+            raise PydanticCustomError("interval_every", str(exc)) from exc
 
     @field_validator("dst", mode="before")
     @classmethod

@@ -73,6 +73,8 @@ def test_invalid_every_is_a_validation_error_naming_every(every: object, message
     [error] = caught.value.errors()
     assert error["loc"] == ("interval", "every")
     assert message in error["msg"]
+    # The path names the field; its words do not again ("trigger.every every must …").
+    assert not error["msg"].startswith("every")
 
 
 def test_missing_every_is_a_validation_error() -> None:

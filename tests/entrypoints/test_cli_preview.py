@@ -100,7 +100,7 @@ def test_preview_reads_no_settings(
         (["61 * * * *"], "EXPR"),
         (["* * * * *", "--timezone", "Mars/Olympus"], "--timezone"),
         (["--every", "0"], "--every"),
-        (["--every", "-5"], "--every: every must be a positive number of seconds, got -5"),
+        (["--every", "-5"], "--every: must be a positive number of seconds, got -5"),
         (["* * * * *", "--count", "500"], "--count"),
         (["* * * * *", "--after", "yesterday"], "--after"),
     ],
