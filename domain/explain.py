@@ -227,11 +227,12 @@ def from_runs(
                 version,
             )
         if later is not None:
+            others = counted(later.coalesced - 1, "other occurrence")
             return Explanation(
                 occurrence,
                 Verdict.COALESCED,
                 f"coalesced: run {later.id} for {stamp(later.scheduled_for)} stood for it "
-                f"and {later.coalesced - 1} other occurrence(s) (catch_up {spec.catch_up})",
+                f"and {others} (catch_up {spec.catch_up})",
                 [later],
                 version,
             )
@@ -281,7 +282,7 @@ def _missed_why(run: Run, spec: TaskSpec) -> str:
 def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, str]:
     status = run.status
     if status is RunStatus.SUCCEEDED:
-        return Verdict.RAN, f"ran: run {run.id} succeeded after {run.attempts} attempt(s)"
+        return Verdict.RAN, f"ran: run {run.id} succeeded after {counted(run.attempts, 'attempt')}"
     if status is RunStatus.RUNNING:
         return Verdict.RAN, f"ran: run {run.id} is running since {stamp(run.claimed_at)}"
     if status is RunStatus.FAILED:
@@ -319,3 +320,8 @@ def _named_runs(runs: list[Run]) -> str:
         return ""
     word = "run" if len(runs) == 1 else "runs"
     return f"{word} " + ", ".join(str(r.id) for r in runs)
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 attempt", "2 attempts"."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

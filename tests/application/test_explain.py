@@ -48,7 +48,7 @@ async def test_a_run_that_succeeded_ran(
 
     assert (answer.occurrence, answer.verdict, answer.task_version) == (T0, Verdict.RAN, 1)
     assert [run.id for run in answer.runs] == [claimed.run.id]
-    assert answer.detail == f"ran: run {claimed.run.id} succeeded after 1 attempt(s)"
+    assert answer.detail == f"ran: run {claimed.run.id} succeeded after 1 attempt"
 
 
 async def test_a_late_claim_is_missed_and_says_by_how_much(
@@ -76,7 +76,7 @@ async def test_a_folded_occurrence_is_coalesced_into_the_later_run(
 
     assert (answer.occurrence, answer.verdict) == (T0, Verdict.COALESCED)
     assert [run.id for run in answer.runs] == [claimed.run.id]
-    assert str(claimed.run.id) in answer.detail and "2 other occurrence(s)" in answer.detail
+    assert str(claimed.run.id) in answer.detail and "2 other occurrences" in answer.detail
 
 
 async def test_a_skipped_occurrence_names_the_run_that_held_the_slot(

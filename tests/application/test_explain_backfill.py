@@ -46,7 +46,7 @@ async def test_a_backfilled_run_stands_for_an_occurrence_that_failed(
     assert (answer.occurrence, answer.verdict) == (T0, Verdict.RAN)
     assert [r.id for r in answer.runs] == [run.id, claimed.run.id]
     assert answer.detail == (
-        f"ran: run {run.id} succeeded after 1 attempt(s) (backfill {run.backfill_id}; "
+        f"ran: run {run.id} succeeded after 1 attempt (backfill {run.backfill_id}; "
         f"before it, run {claimed.run.id}: failed)"
     )
 
