@@ -105,7 +105,7 @@ def test_no_serious_accessibility_violation_on_a_dry_run(
     page = new_page()
     log_in(page)
     page.goto(subjects["task"])
-    page.get_by_role("button", name="Dry run").click()
+    page.get_by_role("link", name="Dry run").click()
     page.get_by_role("heading", name="Dry run").wait_for()
     assert serious_violations(page) == []
 
@@ -134,7 +134,7 @@ def test_the_keyboard_focus_ring_stands_out_from_the_page(
     page = new_page()
     log_in(page)
     page.goto(subjects["task"])
-    button = page.get_by_role("button", name="Dry run")
+    button = page.get_by_role("button", name="Run now")
     button.focus()
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Tab")  # focused from the keyboard: focus-visible

@@ -137,7 +137,7 @@ def test_a_read_only_token_sees_no_buttons_and_cannot_post(
     expect()(page.locator("h1")).to_have_text(task["name"])
     for name in ("Run now", "Pause", "Resume"):
         expect()(page.get_by_role("button", name=name)).to_have_count(0)
-    expect()(page.get_by_role("button", name="Dry run")).to_have_count(1)
+    expect()(page.get_by_role("link", name="Dry run")).to_have_count(1)
     csrf = page.locator("input[name=csrf_token]").first.get_attribute("value")
     answer = page.request.post(
         f"/ui/tasks/{task['name']}/pause", form={"csrf_token": csrf}, max_redirects=0

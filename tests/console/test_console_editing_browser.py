@@ -62,3 +62,28 @@ def test_the_editor_fits_a_phone(new_page: Any, api: httpx.Client, target: Recor
     expect()(page.get_by_label("Definition (JSON)")).to_be_visible()
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360, f"the page is {width} px wide at 360"
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_dry_run_comes_back_with_back_and_forward(
+    new_page: Any, api: httpx.Client, target: RecordingTarget
+) -> None:
+    """The dry run writes nothing, so it is a page of its own: going back to the task and
+    forward again shows it, where a posted form made the browser ask to post it again
+    (an audit met "Confirm Form Resubmission")."""
+    task = create_live(api, target)
+    page = new_page()
+    browser_log_in(page)
+    page.goto(f"/ui/tasks/{task['name']}")
+    page.get_by_role("link", name="Dry run").click()
+    page.wait_for_url(f"**/ui/tasks/{task['name']}/dry-run")
+    expect()(page.get_by_role("heading", name="Dry run")).to_be_visible()
+
+    page.go_back()
+    expect()(page.locator("h1")).to_have_text(task["name"])
+    page.go_forward()
+    expect()(page.get_by_role("heading", name="Dry run")).to_be_visible()
+    page.reload()
+    expect()(page.get_by_role("heading", name="Dry run")).to_be_visible()
+    assert target.requests == []  # nothing was called

@@ -17,7 +17,6 @@ from litestar.di import NamedDependency
 from litestar.params import FromPath, QueryParameter
 from litestar.response import Redirect
 
-from adapters.http.requests import body_text
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
 from domain.errors import InvalidRequest, RunNotFound
@@ -72,24 +71,6 @@ class ConsoleActions(Controller):
     ) -> Redirect:
         run = await scheduling.fire_now(ref)
         return Redirect(f"/ui/runs/{run.id}", status_code=303)
-
-    @post(
-        "/tasks/{ref:str}/dry-run",
-        name="console:dry-run",
-        opt={MUTATION: False},
-        status_code=200,
-        include_in_schema=False,
-    )
-    async def dry_run(
-        self,
-        request: Request[Any, Any, Any],
-        ref: FromPath[str],
-        scheduling: NamedDependency[SchedulingService],
-    ) -> Response[str]:
-        task = await scheduling.get_task(ref)
-        rendered = await scheduling.dry_run(task.id)
-        body = None if rendered.body is None else body_text(rendered.body)
-        return render(request, "dry_run.html", task=task, rendered=rendered, body=body, live=False)
 
     @post("/tasks/{ref:str}/backfill", name="console:backfill", include_in_schema=False)
     async def backfill(

@@ -16,6 +16,7 @@ from litestar import Controller, Request, Response, get
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, QueryParameter
 
+from adapters.http.requests import body_text
 from application.backfills import BackfillService
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
@@ -159,6 +160,20 @@ class ConsolePages(Controller):
             now=now,
             live=False,
         )
+
+    # A link, not a form: it writes nothing, so Back, Forward and Reload show it again
+    # without the browser asking to post anything (the other buttons redirect, 303).
+    @get("/tasks/{ref:str}/dry-run", name="console:dry-run", include_in_schema=False)
+    async def dry_run(
+        self,
+        request: Request[Any, Any, Any],
+        ref: FromPath[str],
+        scheduling: NamedDependency[SchedulingService],
+    ) -> Response[str]:
+        task = await scheduling.get_task(ref)
+        rendered = await scheduling.dry_run(task.id)
+        body = None if rendered.body is None else body_text(rendered.body)
+        return render(request, "dry_run.html", task=task, rendered=rendered, body=body, live=False)
 
     @get("/runs/{run_id:str}", name="console:run", include_in_schema=False)
     async def run(
