@@ -152,23 +152,42 @@ async def _calendar_gone(
 
 async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -> Explanation:
     """An instant before the task existed: nothing was scheduled then, but a backfill
-    may have run the occurrence since, under the trigger the task was created with."""
+    may have run the occurrence since, under the trigger of the task as it was when the
+    backfill was made: the one it was created with, or a later one (the newest run
+    before `at`, a backfill's, says which)."""
     # Versions count from 1, one per change: version 1 is the only one before version 2.
     versions = await store.task_history(task_id, 2, 1)
-    first = versions[0] if versions else None
-    spec = None if first is None else spec_of(first)
-    if first is not None and spec is not None:
-        calendars = await calendars_for(store, spec.trigger, strict=False)
-        occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
-        if occurrence is not None:
-            made = backfilled(await _runs(store, _at(task_id, occurrence)))
-            if made:
-                # A backfill ran the fire time before `at`; a wall time after it that
-                # did not fire (a DST gap, a calendar date) is the occurrence just before
-                # `at`, as for an instant the task knew.
-                omitted = omitted_occurrence(spec.trigger, occurrence, at, calendars, first.version)
-                return omitted or from_runs(occurrence, made, None, spec, [], first.version)
+    if versions and (found := await _backfilled_under(store, task_id, at, versions[0])):
+        return found
+    newest = await store.list_all_runs(RunFilter(task_id=task_id, until=at), None, 1)
+    if newest and newest[0].backfill_id is not None:
+        then = await store.task_version_at(task_id, newest[0].claimed_at)
+        later = then is not None and (not versions or then.version != versions[0].version)
+        if later and then and (found := await _backfilled_under(store, task_id, at, then)):
+            return found
     return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
+
+
+async def _backfilled_under(
+    store: SchedulerStore, task_id: UUID, at: datetime, version: TaskVersion
+) -> Explanation | None:
+    """The occurrence at or before `at` under `version`'s trigger, when a backfill ran
+    it; else None."""
+    spec = spec_of(version)
+    if spec is None:
+        return None
+    calendars = await calendars_for(store, spec.trigger, strict=False)
+    occurrence = latest_fire_at_or_before(spec.trigger, at, calendars)
+    if occurrence is None:
+        return None
+    made = backfilled(await _runs(store, _at(task_id, occurrence)))
+    if not made:
+        return None
+    # A backfill ran the fire time before `at`; a wall time after it that did not fire
+    # (a DST gap, a calendar date) is the occurrence just before `at`, as for an instant
+    # the task knew.
+    omitted = omitted_occurrence(spec.trigger, occurrence, at, calendars, version.version)
+    return omitted or from_runs(occurrence, made, None, spec, [], version.version)
 
 
 async def _next_scheduled_run(store: TaskStore, task_id: UUID, occurrence: datetime) -> Run | None:

@@ -74,6 +74,32 @@ async def test_an_occurrence_before_the_task_existed_that_a_backfill_ran(
     assert before.verdict is Verdict.NOT_SCHEDULED and before.runs == []
 
 
+async def test_an_occurrence_before_the_task_that_a_backfill_ran_under_a_later_trigger(
+    service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
+) -> None:
+    """Created hourly at :00, changed to :30, then backfilled before its creation: the
+    backfill ran the :30 fire times, and explain finds them under the trigger in force
+    when it was made (an audit got "the task did not exist" beside the run)."""
+    hourly = {"kind": "cron", "expression": "0 * * * *", "timezone": "UTC"}
+    await service.create_task(task_spec(**(MINUTELY | {"trigger": hourly})))
+    clock.set(T0 + MINUTE)
+    task = await service.update_task("minutely", {"trigger": hourly | {"expression": "30 * * * *"}})
+    run = await backfilled(memory_store, task, T0 - 90 * MINUTE, T0 + 2 * MINUTE)
+    clock.set(T0 + 3 * MINUTE)
+
+    answer = await service.explain("minutely", T0 - 89 * MINUTE)
+
+    assert (answer.occurrence, answer.verdict, answer.task_version) == (
+        T0 - 90 * MINUTE,
+        Verdict.RAN,
+        2,
+    )
+    assert [r.id for r in answer.runs] == [run.id]
+    # Before the backfill's first occurrence, nothing ran: the task did not exist.
+    earlier = await service.explain("minutely", T0 - 91 * MINUTE)
+    assert earlier.verdict is Verdict.NOT_SCHEDULED and earlier.runs == []
+
+
 async def test_an_occurrence_the_task_was_paused_for_that_a_backfill_ran(
     service: SchedulingService, memory_store: InMemoryTaskStore, clock: FakeClock
 ) -> None:
