@@ -14,7 +14,7 @@ TAG_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 # Environment variable names as POSIX shells accept them.
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,254}$"
 
-_NAME_CHARACTERS = "letters A-Z and a-z, digits, '.', '_' and '-'"
+NAME_CHARACTERS = "letters A-Z and a-z, digits, '.', '_' and '-'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +29,8 @@ class _Rule:
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _NAME_SET = _LETTERS | frozenset("0123456789._-")
 _RULES = {
-    NAME_PATTERN: _Rule(_NAME_SET, _NAME_CHARACTERS, 200),
-    TAG_PATTERN: _Rule(_NAME_SET, _NAME_CHARACTERS, 100),
+    NAME_PATTERN: _Rule(_NAME_SET, NAME_CHARACTERS, 200),
+    TAG_PATTERN: _Rule(_NAME_SET, NAME_CHARACTERS, 100),
     ENV_NAME_PATTERN: _Rule(
         _LETTERS | frozenset("0123456789_"),
         "letters A-Z and a-z, digits and '_'",

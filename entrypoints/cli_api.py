@@ -6,16 +6,18 @@ token `--token` (or SCHEDULER_TOKEN; none by default). Exit codes are the other
 commands' (docs/operations.md, "Exit codes"): 65 for what the API refused as bad input
 (400, 404, 422), 69 when the server cannot be reached, fails (5xx) or asks to come back
 later (429, too many unknown tokens from this address) or answers what is not this
-API (a login page: "is --url right?"), 77 when the token is missing or not allowed (401,
-403). An empty TASK or a `--url` that is not `http(s)://host` is a usage error (2), and
-a bad SCHEDULER_URL or a token no header can carry bad configuration (78, the token
-never shown): neither reaches a server.
+API (a login page, a redirect: "is --url right?"), 77 when the token is missing or not
+allowed (401, 403). An empty TASK or one that can be no task's id or name (`a/b`), or a
+`--url` that is not `http(s)://host` (or holds a user name or password, never shown), is
+a usage error (2), and a bad SCHEDULER_URL or a token no header can carry bad
+configuration (78, neither's secret shown): neither reaches a server.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,6 +27,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from domain.errors import InvalidRequest, SchedulerError
+from domain.names import NAME_CHARACTERS, NAME_PATTERN, reads_as_id, unreachable_name
 from domain.validation import FieldError
 from entrypoints.settings import ConfigurationError
 
@@ -147,9 +150,16 @@ def server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _task(value: str) -> str:
-    # An empty TASK would ask for `/tasks//explain`, another route.
+    # An empty TASK would ask for `/tasks//explain`, another route; one with a `/` (or
+    # only dots) no route at all, which read as a --url the API does not have.
     if not value.strip():
         raise argparse.ArgumentTypeError("the task's name or id must not be empty")
+    if not reads_as_id(value) and (
+        not re.fullmatch(NAME_PATTERN, value) or unreachable_name(value) is not None
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is no task's id or name: a name holds only {NAME_CHARACTERS}"
+        )
     return value
 
 
@@ -161,6 +171,13 @@ def _server_url(value: str) -> str:
         parts.port  # noqa: B018  # raises ValueError for a port that is not a number
     except ValueError:
         parts = None
+    if parts is not None and (parts.username or parts.password):
+        # Never echoed: it holds a password. httpx would send it as Basic auth in place
+        # of the bearer token.
+        raise argparse.ArgumentTypeError(
+            "holds a user name or password (not shown): the server is http(s)://host[:port],"
+            " and the token goes in --token or SCHEDULER_TOKEN"
+        )
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
     return value
@@ -221,6 +238,12 @@ def call_api(args: argparse.Namespace, method: str, path: str, **request: Any) -
             return response.json()
         except ValueError:
             raise ServerUnavailable(_not_ours(url)) from None
+    if response.is_redirect:  # not this API's answer: the API redirects nothing
+        where = response.headers.get("Location", "elsewhere")
+        raise ServerUnavailable(
+            f"{url} answered {response.status_code}, a redirect to {where} (no command"
+            " follows one): is --url right?"
+        )
     problem = _problem(response)
     detail = problem.get("detail") or response.reason_phrase
     if response.status_code == 404 and detail == response.reason_phrase:

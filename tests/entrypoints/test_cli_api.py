@@ -191,6 +191,13 @@ def test_help_names_the_server_options(command: str) -> None:
         (["explain", "daily-export", "--url", "ftp://127.0.0.1:8005"], "--url"),
         (["explain", "daily-export", "--url", "http://"], "--url"),
         (["explain", "daily-export", "--url", "http://127.0.0.1:port"], "--url"),
+        # Read as "--url … is not found" once: no route has such a task.
+        (["explain", "a/b"], "TASK"),
+        (["explain", ".."], "TASK"),
+        (
+            ["backfill", "a/b", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-02T00:00:00Z"],
+            "TASK",
+        ),
     ],
 )
 def test_an_empty_task_or_a_url_that_is_not_http_is_a_usage_error(
@@ -204,6 +211,41 @@ def test_an_empty_task_or_a_url_that_is_not_http_is_a_usage_error(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {words}" in err and "cannot reach" not in err
+
+
+@pytest.mark.parametrize("where", ["--url", "SCHEDULER_URL"])
+def test_a_url_with_a_password_is_refused_unshown(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A URL's user info would be sent as Basic auth in place of the token (the server
+    then said "send a configured API token"), and its password was printed in every
+    message naming the URL."""
+    url = "http://ops:hunter2pw@127.0.0.1:1"
+    if where == "--url":
+        with pytest.raises(SystemExit) as exit_info:
+            main(["explain", "daily-export", "--url", url, "--token", ADMIN])
+        code = exit_info.value.code
+    else:
+        monkeypatch.setenv("SCHEDULER_URL", url)
+        code = main(["explain", "daily-export", "--token", ADMIN])
+
+    assert code == (2 if where == "--url" else 78)
+    err = capsys.readouterr().err
+    assert where in err and "user name or password" in err
+    assert "hunter2pw" not in err and "cannot reach" not in err
+
+
+def test_a_redirect_is_no_answer_of_this_api(recording_target: RecordingTarget) -> None:
+    """Something before the server that redirects (http to https) is said as such,
+    naming --url (it was "request: Moved Permanently")."""
+    moved = Response(301, b"", headers={"Location": "https://127.0.0.1/tasks"})
+    recording_target.respond("/tasks/daily-export/explain", moved)
+
+    result = run_cli("explain", "daily-export", "--url", recording_target.url(""))
+
+    assert result.returncode == 69, result.stderr
+    assert "answered 301, a redirect to https://127.0.0.1/tasks" in result.stderr
+    assert "is --url right?" in result.stderr
 
 
 def test_a_scheduler_url_that_is_not_http_is_bad_configuration(
