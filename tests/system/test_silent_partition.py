@@ -130,6 +130,13 @@ def test_a_replica_whose_database_vanished_silently_answers_fires_and_stops(
             assert answer.status_code == 201, answer.text
             task_id = uuid.UUID(answer.json()["id"])
             wait_for(lambda: len(target.received("/tick")) >= 2, what="the first calls")
+            # Reads at once grow the pool, so that the read below finds an idle
+            # connection: a new one would wait unanswered at the proxy before sending
+            # anything (a loaded machine, whose engine held the pool's connections,
+            # once failed the test so).
+            with ThreadPoolExecutor(6) as pool:
+                warm = list(pool.map(lambda _: _timed_get(f"{server.url}/tasks", auth), range(6)))
+            assert [status for status, _ in warm] == [200] * 6
 
             # The proxy stops answering; a request's read of the task goes out, is
             # acknowledged by this side's kernel, and waits for an answer.
