@@ -77,6 +77,17 @@ async def test_every_answer_carries_the_security_headers(open_console: Client) -
     assert "<script>" not in page.text and " style=" not in page.text  # nothing inline
 
 
+async def test_the_footer_links_an_api_reference_that_reads_offline(open_console: Client) -> None:
+    """`/schema` is Swagger UI, which the browser loads from a CDN (blank offline, as an
+    audit found): the footer links the OpenAPI document too, and says where the other
+    comes from."""
+    page = await open_console.get("/ui/")
+    footer = page.text[page.text.index("<footer>") : page.text.index("</footer>")]
+    assert 'href="/schema/openapi.json"' in footer and "cdn.jsdelivr.net" in footer
+    document = await open_console.get("/schema/openapi.json")
+    assert document.status_code == 200 and document.json()["openapi"].startswith("3.1")
+
+
 async def test_without_tokens_a_mutation_needs_the_csrf_token_of_its_session(
     open_console: Client,
 ) -> None:
