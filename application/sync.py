@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 _PAGE = 500
 # Attempts an apply makes reading, deciding and writing without holding its tasks; past
 # them it holds them (`TaskStore.hold_tasks`), so that a steady stream of other writers
-# cannot make it lose every time (docs/api.md, "POST /tasks/apply").
+# cannot make it lose every time (docs/api.md, "POST /tasks/apply"). A prune that
+# writes holds them from its first attempt (see `apply`).
 UNHELD_ATTEMPTS = 3
 
 
@@ -195,10 +196,16 @@ class TaskSync:
             calendars=frozenset(c.name for s in specs if (c := s.trigger.calendar_ref())),
         )
         listing = _Listing(specs, at, seen, refusals, scope)
+        # A prune decides what to delete from the whole scope it read, and what to keep
+        # from it too: two at once, each keeping its own task and deleting the other's,
+        # would both land (no row either writes changed) and leave neither file's tasks
+        # (an audit's race did, 19 times in 20). So a prune that writes holds its scope
+        # from the start: one at a time, each reading what the last one wrote.
+        unheld = 0 if prune and not dry_run else UNHELD_ATTEMPTS
         for attempt in count():
             now = truncate(self._clock.now())
             try:
-                if attempt < UNHELD_ATTEMPTS:
+                if attempt < unheld:
                     # Read, decide and write without holding anything: the writes fail
                     # when a task they touch changed meanwhile.
                     stored = [t for t in await self._all_tasks() if scope.covers(t)]
