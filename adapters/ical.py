@@ -94,8 +94,8 @@ def _event_days(
     before its DTEND. A plain
     `RRULE:FREQ=YEARLY` whose days fall on the same month-days every year adds to `yearly`
     instead, and holds for ever."""
-    end = _as_date(event.get("DTEND")) or start + timedelta(days=1)
-    length = max((end - start).days, 1)
+    end = _as_date(event.get("DTEND"))  # without one, a day (9999-12-31 has no next)
+    length = max((end - start).days, 1) if end is not None else 1
     if length > _LONGEST_EVENT_DAYS:  # never cut short without a word
         raise _EventProblem(
             f"lasts {length:,} days, more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds"
@@ -178,9 +178,12 @@ def _unparsable(text: str, field: str, problem: str, prop: str | None = None) ->
 
 def _as_date(prop: Any) -> date | None:
     value = getattr(prop, "dt", None)
-    if isinstance(value, date) and not isinstance(value, datetime):
-        return value
-    return None
+    if isinstance(value, datetime):
+        # `VALUE=DATE` with a TZID (which gives a date no meaning): icalendar reads a
+        # date-time at midnight in that zone; the event is all-day all the same.
+        params = getattr(prop, "params", None) or {}
+        return value.date() if str(params.get("VALUE", "")).upper() == "DATE" else None
+    return value if isinstance(value, date) else None
 
 
 def _as_day(prop: Any) -> date | None:

@@ -76,6 +76,10 @@ def rule_starts(rule: vRecur, start: date, horizon: date, limit: int) -> list[da
         found.append(day)
         if len(found) > limit:
             raise TooManyDates(limit)
+    counted = parts.get("COUNT")
+    if counted and end == date(MAXYEAR, 12, 31) and len(found) < int(counted[0]):
+        # Never cut short without a word: the dates it counts go past the last there is.
+        raise RuleProblem(f"RRULE:{text} runs past 9999-12-31, the last date there is")
     return found
 
 
@@ -169,7 +173,9 @@ def _until(values: list[Any] | None) -> date | None:
 
 
 def _followed_until(start: date) -> date:
-    year = min(start.year + FOLLOWED_YEARS, MAXYEAR)
+    if start.year + FOLLOWED_YEARS >= MAXYEAR:  # as far as dates go: all of year 9999
+        return date(MAXYEAR, 12, 31)
+    year = start.year + FOLLOWED_YEARS
     try:
         return start.replace(year=year)
     except ValueError:  # 29 February, in a year that has none

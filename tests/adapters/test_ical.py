@@ -300,3 +300,24 @@ def test_an_instance_moved_by_a_recurrence_id_is_held_where_it_moved() -> None:
     ]
     calendar = calendar_from_ics("office", "\r\n".join(lines))
     assert [day.isoformat() for day in calendar.dates] == ["2026-01-05", "2026-01-14", "2026-01-19"]
+
+
+def test_the_last_days_there_are_are_held_and_a_count_past_them_is_refused() -> None:
+    """9999-12-31 is a date like any other (it has no next day, which an event without
+    a DTEND once needed), a COUNT ending on it gives every day it counts, and one that
+    would go past it is refused rather than cut short (an audit's imports: a 422, and a
+    200 holding one day of two)."""
+    assert dates_of("DTSTART;VALUE=DATE:99991231") == ["9999-12-31"]
+    counted = ("DTSTART;VALUE=DATE:99991230", "RRULE:FREQ=DAILY;COUNT=2")
+    assert dates_of(*counted) == ["9999-12-30", "9999-12-31"]
+    with pytest.raises(InvalidRequest) as refused:
+        dates_of("DTSTART;VALUE=DATE:99991230", "RRULE:FREQ=DAILY;COUNT=3")
+    assert "runs past 9999-12-31" in refused.value.message
+
+
+def test_an_all_day_event_whose_start_names_a_zone_is_held() -> None:
+    """`VALUE=DATE` with a TZID, as some exporters write it: a date all the same (it was
+    read as a timed event, and dropped without a word)."""
+    assert dates_of("DTSTART;TZID=Europe/Paris;VALUE=DATE:20270320") == ["2027-03-20"]
+    # A timed event with a zone stays no date.
+    assert dates_of("DTSTART;TZID=Europe/Paris:20270320T100000") == []

@@ -89,20 +89,27 @@ async def test_a_number_of_thousands_of_digits_says_so_in_its_own_words(api: Cli
     assert detail.endswith("a number has more than 4,300 digits")
 
 
-async def test_an_icalendar_event_on_the_last_date_there_is_is_refused(api: Client) -> None:
+async def test_an_icalendar_event_past_the_last_date_there_is_is_refused(api: Client) -> None:
     await api.post("/calendars", json={"name": "office"})
     body = (
         "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//p//p//EN\r\nBEGIN:VEVENT\r\nUID:u1\r\n"
-        "SUMMARY:Last\r\nDTSTART;VALUE=DATE:99991231\r\nRRULE:FREQ=YEARLY\r\nEND:VEVENT\r\n"
-        "END:VCALENDAR\r\n"
+        "SUMMARY:Last\r\nDTSTART;VALUE=DATE:99991231\r\nRRULE:FREQ=DAILY;COUNT=2\r\n"
+        "END:VEVENT\r\nEND:VCALENDAR\r\n"
     )
+    headers = {"Content-Type": "text/calendar"}
 
-    answer = await api.post(
-        "/calendars/office/import", content=body, headers={"Content-Type": "text/calendar"}
-    )
+    answer = await api.post("/calendars/office/import", content=body, headers=headers)
+    # The last day alone is a date like any other.
+    alone = body.replace("RRULE:FREQ=DAILY;COUNT=2\r\n", "")
+    held = await api.post("/calendars/office/import", content=alone, headers=headers)
 
     assert fields_of(answer) == ["body"]
-    assert "event Last: runs past 9999-12-31" in answer.json()["errors"][0]["message"]
+    assert (
+        "event Last: RRULE:FREQ=DAILY;COUNT=2 runs past 9999-12-31"
+        in (answer.json()["errors"][0]["message"])
+    )
+    assert held.status_code == 200, held.text
+    assert (await api.get("/calendars/office")).json()["dates"] == ["9999-12-31"]
 
 
 async def test_a_target_host_the_http_client_cannot_encode_is_refused(api: Client) -> None:
