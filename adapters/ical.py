@@ -94,8 +94,8 @@ def _event_days(
     before its DTEND. A plain
     `RRULE:FREQ=YEARLY` whose days fall on the same month-days every year adds to `yearly`
     instead, and holds for ever."""
-    end = _as_date(event.get("DTEND"))  # without one, a day (9999-12-31 has no next)
-    length = max((end - start).days, 1) if end is not None else 1
+    end = _as_date(event.get("DTEND"))  # without one, its DURATION, else a day
+    length = max((end - start).days, 1) if end is not None else _duration_days(event)
     if length > _LONGEST_EVENT_DAYS:  # never cut short without a word
         raise _EventProblem(
             f"lasts {length:,} days, more than the {_LONGEST_EVENT_DAYS:,} dates a calendar holds"
@@ -117,6 +117,15 @@ def _event_days(
         except TooManyDates:
             raise _EventProblem(_too_many(horizon)) from None
     return _covered(starts - excluded, length, horizon)
+
+
+def _duration_days(event: Any) -> int:
+    """The days an all-day event's DURATION (RFC 5545: its length, in place of a DTEND)
+    covers, at least one; one without a DURATION (9999-12-31 has no next day to end on)."""
+    duration = getattr(event.get("DURATION"), "dt", None)
+    if isinstance(duration, timedelta):
+        return max(duration.days, 1)
+    return 1
 
 
 def _covered(starts: set[date], length: int, horizon: date) -> set[date]:

@@ -321,3 +321,15 @@ def test_an_all_day_event_whose_start_names_a_zone_is_held() -> None:
     assert dates_of("DTSTART;TZID=Europe/Paris;VALUE=DATE:20270320") == ["2027-03-20"]
     # A timed event with a zone stays no date.
     assert dates_of("DTSTART;TZID=Europe/Paris:20270320T100000") == []
+
+
+def test_an_all_day_event_s_duration_is_its_length() -> None:
+    """RFC 5545 gives an event a DTEND or a DURATION: `DURATION:P3D` holds three days
+    (an audit's import held only the first)."""
+    assert dates_of("DTSTART;VALUE=DATE:20270320", "DURATION:P3D") == [
+        "2027-03-20",
+        "2027-03-21",
+        "2027-03-22",
+    ]
+    weekly = ("DTSTART;VALUE=DATE:20270301", "DURATION:P2D", "RRULE:FREQ=WEEKLY;COUNT=2")
+    assert dates_of(*weekly) == ["2027-03-01", "2027-03-02", "2027-03-08", "2027-03-09"]
