@@ -162,8 +162,9 @@ async def _before_the_task(store: SchedulerStore, task_id: UUID, at: datetime) -
     newest = await store.list_all_runs(RunFilter(task_id=task_id, until=at), None, 1)
     if newest and newest[0].backfill_id is not None:
         then = await store.task_version_at(task_id, newest[0].claimed_at)
-        later = then is not None and (not versions or then.version != versions[0].version)
-        if later and then and (found := await _backfilled_under(store, task_id, at, then)):
+        tried = versions[0].version if versions else None
+        untried = then is not None and then.version != tried
+        if then and untried and (found := await _backfilled_under(store, task_id, at, then)):
             return found
     return not_scheduled(None, f"the task did not exist at {stamp(at)}", None)
 

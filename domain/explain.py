@@ -227,7 +227,7 @@ def from_runs(
                 version,
             )
         if later is not None:
-            others = counted(later.coalesced - 1, "other occurrence")
+            others = _counted(later.coalesced - 1, "other occurrence")
             return Explanation(
                 occurrence,
                 Verdict.COALESCED,
@@ -282,7 +282,7 @@ def _missed_why(run: Run, spec: TaskSpec) -> str:
 def _of_run(run: Run, spec: TaskSpec, in_flight: list[Run]) -> tuple[Verdict, str]:
     status = run.status
     if status is RunStatus.SUCCEEDED:
-        return Verdict.RAN, f"ran: run {run.id} succeeded after {counted(run.attempts, 'attempt')}"
+        return Verdict.RAN, f"ran: run {run.id} succeeded after {_counted(run.attempts, 'attempt')}"
     if status is RunStatus.RUNNING:
         return Verdict.RAN, f"ran: run {run.id} is running since {stamp(run.claimed_at)}"
     if status is RunStatus.FAILED:
@@ -322,6 +322,6 @@ def _named_runs(runs: list[Run]) -> str:
     return f"{word} " + ", ".join(str(r.id) for r in runs)
 
 
-def counted(count: int, noun: str) -> str:
+def _counted(count: int, noun: str) -> str:
     """ "1 attempt", "2 attempts"."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

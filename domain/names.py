@@ -79,6 +79,11 @@ def unreachable_name(name: str) -> str | None:
     return None
 
 
+def could_name_a_task(name: str) -> bool:
+    """Whether some task could have the name `name` (its pattern, and a path reaches it)."""
+    return re.fullmatch(NAME_PATTERN, name) is not None and unreachable_name(name) is None
+
+
 def reads_as_id(ref: str) -> bool:
     """Whether `ref`, in a path, is read as an id rather than a name."""
     try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -27,7 +26,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from domain.errors import InvalidRequest, SchedulerError
-from domain.names import NAME_CHARACTERS, NAME_PATTERN, reads_as_id, unreachable_name
+from domain.names import NAME_CHARACTERS, could_name_a_task, reads_as_id
 from domain.validation import FieldError
 from entrypoints.settings import ConfigurationError
 
@@ -154,9 +153,7 @@ def _task(value: str) -> str:
     # only dots) no route at all, which read as a --url the API does not have.
     if not value.strip():
         raise argparse.ArgumentTypeError("the task's name or id must not be empty")
-    if not reads_as_id(value) and (
-        not re.fullmatch(NAME_PATTERN, value) or unreachable_name(value) is not None
-    ):
+    if not reads_as_id(value) and not could_name_a_task(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is no task's id or name: a name holds only {NAME_CHARACTERS}"
         )

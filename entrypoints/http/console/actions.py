@@ -32,7 +32,12 @@ from entrypoints.http.console.access import (
     return_path,
     session_cookie,
 )
-from entrypoints.http.console.forms import backfill_request, form_text, zone_or_task_zone
+from entrypoints.http.console.forms import (
+    backfill_request,
+    form_text,
+    named_with,
+    zone_or_task_zone,
+)
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
 
@@ -94,7 +99,7 @@ class ConsoleActions(Controller):
         try:
             task = await scheduling.get_task(ref)
             zone, zone_errors = zone_or_task_zone(str(values["zone"]), task.trigger.timezone)
-            try:
+            with named_with(zone_errors):
                 wanted = backfill_request(
                     values["start"],
                     values["end"],
@@ -103,10 +108,6 @@ class ConsoleActions(Controller):
                     dry_run=bool(values["dry_run"]),
                     zone=zone,
                 )
-            except InvalidRequest as exc:  # named together with a bad zone
-                raise InvalidRequest.of([*exc.errors, *zone_errors]) from None
-            if zone_errors:
-                raise InvalidRequest.of(zone_errors)
             made = await backfills.backfill(ref, wanted, actor=actor_of(request))
         except InvalidRequest as exc:
             # The form again, as sent, each bad field named beside its input (the task

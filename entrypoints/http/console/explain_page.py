@@ -15,8 +15,7 @@ from litestar.params import FromPath, QueryParameter
 from application.scheduling import SchedulingService
 from domain.errors import InvalidRequest
 from domain.explain import Explanation
-from domain.validation import FieldError
-from entrypoints.http.console.forms import wall_instant, zone_or_task_zone
+from entrypoints.http.console.forms import named_with, wall_instant, zone_or_task_zone
 from entrypoints.http.console.rendering import render
 
 MAX_AT = 100  # characters of `at`
@@ -53,20 +52,17 @@ class ExplainPage(Controller):
         # A bad zone is named beside the rest: `at` is read in the task's zone then.
         wall_zone, zone_errors = zone_or_task_zone(zone, task.trigger.timezone)
         try:
-            try:
-                if len(at) > MAX_AT:
-                    raise InvalidRequest("at", f"is longer than {MAX_AT} characters")
-                asked = wall_instant("at", at, wall_zone, out_of_range=EXPLAINABLE)
-                asked = asked.astimezone(UTC) if asked else None
-            except OverflowError:  # an offset that takes it past year 9999, or before 1
-                at_error = FieldError("at", f"{EXPLAINABLE} (got {at.strip()!r})")
-                raise InvalidRequest.of([at_error, *zone_errors]) from None
-            except InvalidRequest as exc:  # say what was typed: the input may not show it
-                typed = at.strip() if len(at) <= MAX_AT else at.strip()[:MAX_AT] + "…"
-                at_error = FieldError("at", f"{exc.message} (got {typed!r})")
-                raise InvalidRequest.of([at_error, *zone_errors]) from None
-            if zone_errors:
-                raise InvalidRequest.of(zone_errors)
+            with named_with(zone_errors):
+                try:
+                    if len(at) > MAX_AT:
+                        raise InvalidRequest("at", f"is longer than {MAX_AT} characters")
+                    asked = wall_instant("at", at, wall_zone, out_of_range=EXPLAINABLE)
+                    asked = asked.astimezone(UTC) if asked else None
+                except OverflowError:  # an offset that takes it past year 9999, or before 1
+                    raise InvalidRequest("at", f"{EXPLAINABLE} (got {at.strip()!r})") from None
+                except InvalidRequest as exc:  # say what was typed: the input may not show it
+                    typed = at.strip() if len(at) <= MAX_AT else at.strip()[:MAX_AT] + "…"
+                    raise InvalidRequest("at", f"{exc.message} (got {typed!r})") from None
             asked = asked or datetime.now(UTC).replace(microsecond=0)  # as the API: now
             explanation = await scheduling.explain(task.id, asked)
         except InvalidRequest as exc:

@@ -3,6 +3,8 @@ error name the form's field, as the API's name the body's."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any, TypeVar, get_args
@@ -44,6 +46,18 @@ def chosen_zone(value: str, task_zone: str) -> str:
     if value not in ZONES:
         raise InvalidRequest("zone", "must be task or utc")
     return task_zone if value == "task" else "UTC"
+
+
+@contextmanager
+def named_with(errors: list[FieldError]) -> Iterator[None]:
+    """Raise InvalidRequest naming `errors` (a bad zone's) beside whatever the block
+    refuses, or alone when it refuses nothing."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        raise InvalidRequest.of([*exc.errors, *errors]) from None
+    if errors:
+        raise InvalidRequest.of(errors)
 
 
 def zone_or_task_zone(value: str, task_zone: str) -> tuple[str, list[FieldError]]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Annotated, Any
@@ -21,7 +20,7 @@ from application.backfills import BackfillService
 from application.ports import TaskFilter
 from application.scheduling import SchedulingService
 from domain.errors import BackfillNotFound, InvalidRequest, RunNotFound, TaskNotFound
-from domain.names import NAME_PATTERN, unreachable_name
+from domain.names import could_name_a_task
 from domain.runs import Run, RunStatus
 from domain.tasks import Task
 from domain.validation import FieldError
@@ -340,7 +339,7 @@ async def _tasks_of(scheduling: SchedulingService, runs: list[Run]) -> dict[UUID
 async def _deleted_message(scheduling: SchedulingService, name: str) -> str | None:
     """The tasks page after a delete (`?deleted=<name>`), while no task has that name,
     and only for what could be one: a link must not make the page say other words."""
-    if not re.fullmatch(NAME_PATTERN, name) or unreachable_name(name) is not None:
+    if not could_name_a_task(name):
         return None
     try:
         await scheduling.get_task(name)
