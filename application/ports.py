@@ -23,6 +23,7 @@ from application.store_values import (
     RunPageKey,
     TaskDelete,
     TaskFilter,
+    TaskKept,
     TaskPageKey,
     TaskUpdate,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "TaskDelete",
     "TaskFilter",
     "TaskHold",
+    "TaskKept",
     "TaskPageKey",
     "TaskStore",
     "TaskUpdate",

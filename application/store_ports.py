@@ -17,6 +17,7 @@ from application.store_values import (
     RunPageKey,
     TaskDelete,
     TaskFilter,
+    TaskKept,
     TaskPageKey,
     TaskUpdate,
 )
@@ -157,11 +158,13 @@ class TaskStore(Protocol):
         *,
         at: datetime,
         actor: str | None = None,
+        kept: Sequence[TaskKept] = (),
     ) -> None:
         """In one transaction, all or nothing: create each of `created` as `create_task`
         does, write each of `updated` as `update_task` does, delete each of `deleted` as
         `delete_task` does with its `expected_version` (at `at`), with their history
-        versions and one notification.
+        versions and one notification; each of `kept` is locked as the updated are and
+        must be stored at its version (else TaskNotFound or VersionConflict).
         Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
         nothing, when any one of them would."""
         ...

@@ -70,6 +70,16 @@ class TaskDelete:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskKept:
+    """A task that `TaskStore.apply_tasks` leaves as it is, but only while it is at the
+    version the caller read: an apply that answers "unchanged" for a task it listed must
+    not land beside a change (a prune's delete, say) made since its read."""
+
+    task_id: UUID
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class HoldScope:
     """The stored tasks `TaskStore.hold_tasks` locks and reads: those named `names`,
     and with `prune` those carrying `tag` (every task when `tag` is None). `calendars`:

@@ -29,6 +29,7 @@ from application.ports import (
     HoldScope,
     TaskDelete,
     TaskFilter,
+    TaskKept,
     TaskPageKey,
     TaskUpdate,
 )
@@ -211,7 +212,9 @@ class TaskSync:
                     stored = [t for t in await self._all_tasks() if scope.covers(t)]
                     decided = await self._decide(listing, now, stored, self._store)
                     if not dry_run:
-                        await self._store.apply_tasks(*decided.writes, at=now, actor=actor)
+                        await self._store.apply_tasks(
+                            *decided.writes, at=now, actor=actor, kept=decided.kept
+                        )
                 else:
                     # Lost that often: hold the tasks it may touch while it decides, so
                     # that writers of them wait for it instead (a create of a name it
@@ -242,6 +245,7 @@ class TaskSync:
         result = ApplyResult()
         created: list[Task] = []
         updated: list[TaskUpdate] = []
+        kept: list[TaskKept] = []
         for spec, i in zip(listing.specs, listing.at, strict=True):
             if listing.seen[spec.name] != i:  # a repeat, refused before
                 continue
@@ -254,6 +258,7 @@ class TaskSync:
                 update = self._replacement(current, spec, calendars)
                 if update is None:
                     result.unchanged.append(spec.name)
+                    kept.append(TaskKept(current.id, current.version))
                     continue
                 updated.append(update)
                 result.updated.append(spec.name)
@@ -267,7 +272,7 @@ class TaskSync:
                 if name not in listing.seen:
                     deleted.append(TaskDelete(task.id, task.version))
                     result.deleted.append(name)
-        return _Decided(result, (created, updated, deleted))
+        return _Decided(result, (created, updated, deleted), kept)
 
     async def _all_tasks(self) -> list[Task]:
         tasks: list[Task] = []
@@ -282,10 +287,14 @@ class TaskSync:
 
 @dataclass(frozen=True, slots=True)
 class _Decided:
-    """One attempt's decision: the answer, and the writes (created, updated, deleted)."""
+    """One attempt's decision: the answer, the writes (created, updated, deleted), and
+    the tasks it answers unchanged, which an unheld write checks are still as read (a
+    prune that deleted one meanwhile, while this created a task it would have pruned,
+    would leave a state neither order of the two gives)."""
 
     result: ApplyResult
     writes: tuple[list[Task], list[TaskUpdate], list[TaskDelete]]
+    kept: list[TaskKept]
 
 
 class _Refusals:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase, copy_task
-from application.ports import HoldScope, TaskDelete, TaskHold, TaskUpdate
+from application.ports import HoldScope, TaskDelete, TaskHold, TaskKept, TaskUpdate
 from domain.calendars import StoredCalendar
 from domain.errors import (
     DuplicateTaskName,
@@ -111,8 +111,13 @@ class TaskWrites(MemoryStoreBase):
         *,
         at: datetime,
         actor: str | None = None,
+        kept: Sequence[TaskKept] = (),
     ) -> None:
         async with self._lock:
+            for still in kept:
+                stored = self._task(still.task_id)
+                if stored.version != still.version:
+                    raise VersionConflict(stored.id, still.version, stored.version)
             self._check_batch(created, updated, deleted)
             self._write_batch(created, updated, deleted, at, actor)
         self.notifier.notify()

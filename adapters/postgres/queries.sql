@@ -127,7 +127,8 @@ SELECT {task_columns} FROM {schema}.tasks WHERE name = %(name)s;
 -- Lock these tasks in id order, as the outcome counts do, so that two writers never wait
 -- on each other in a cycle. Not FOR UPDATE, which a lease insert's key-share lock waits
 -- on: see claim_due (a task then deleted takes the stronger lock as it goes).
-SELECT id FROM {schema}.tasks WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR NO KEY UPDATE;
+SELECT id, version FROM {schema}.tasks WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id
+FOR NO KEY UPDATE;
 
 -- lock_task_leases --
 -- The leases of these tasks (locked by lock_tasks), in run-id order, before their queued

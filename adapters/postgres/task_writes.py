@@ -26,7 +26,7 @@ from adapters.postgres.calendars import (
 )
 from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
 from adapters.postgres.transactions import PostgresStoreBase
-from application.ports import HoldScope, TaskDelete, TaskHold, TaskUpdate
+from application.ports import HoldScope, TaskDelete, TaskHold, TaskKept, TaskUpdate
 from domain.calendars import StoredCalendar
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from domain.overlap import DELETED, QueueDrop, dropped_queue
@@ -117,12 +117,13 @@ class TaskWrites(PostgresStoreBase):
         *,
         at: datetime,
         actor: str | None = None,
+        kept: Sequence[TaskKept] = (),
     ) -> None:
         """One transaction whose statements go out batched (executemany in the pipeline):
         a round trip per kind of write, however many tasks."""
         with _write_errors(created):
             async with self._transaction() as conn:
-                await self._apply_in(conn, created, updated, deleted, at, actor)
+                await self._apply_in(conn, created, updated, deleted, at, actor, kept)
 
     @asynccontextmanager
     async def hold_tasks(self, scope: HoldScope) -> AsyncIterator[TaskHold]:
@@ -169,14 +170,23 @@ class TaskWrites(PostgresStoreBase):
         deleted: Sequence[TaskDelete],
         at: datetime,
         actor: str | None,
+        kept: Sequence[TaskKept] = (),
     ) -> None:
         await lock_named_calendars(conn, self._c, [*created, *(u.task for u in updated)])
         # The task rows first, in id order, as the outcome counts and a hold take them,
         # before the runs a queue drop changes: the UPDATE below would lock them in the
         # order of its join, and two such writers could wait on each other in a cycle.
-        ids = sorted({d.task_id for d in deleted} | {u.task.id for u in updated})
+        # The kept ones too, in the same statement: a prune waits for this write, or
+        # this write finds what the prune did and is decided again.
+        ids = {d.task_id for d in deleted} | {u.task.id for u in updated}
+        ids |= {k.task_id for k in kept}
         if ids:
-            await conn.execute(self._q["lock_tasks"], {"ids": ids})
+            locked = await conn.execute(self._q["lock_tasks"], {"ids": sorted(ids)})
+        if kept:  # read only then: in the pipeline, a fetch waits for the server
+            versions = dict(await locked.fetchall())
+            for still in kept:
+                if versions.get(still.task_id) != still.version:
+                    await self._refuse(conn, still.task_id, still.version)
         # New names in one order, so that two applies creating the same ones wait on
         # the first name both create rather than on each other.
         created = sorted(created, key=lambda task: task.name)

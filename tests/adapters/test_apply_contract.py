@@ -9,7 +9,14 @@ import asyncio
 
 import pytest
 
-from application.ports import HoldScope, TaskDelete, TaskFilter, TaskStore, TaskUpdate
+from application.ports import (
+    HoldScope,
+    TaskDelete,
+    TaskFilter,
+    TaskKept,
+    TaskStore,
+    TaskUpdate,
+)
 from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
 from tests.adapters.contract_support import MINUTE, T0
 from tests.fixtures.backends import Backend
@@ -75,6 +82,29 @@ async def test_apply_is_all_or_nothing(store: TaskStore) -> None:
     assert await names(store) == {"kept", "other"}
     assert [v.version for v in await store.task_history(kept.id, None, 10)] == [1]
     assert [v.version for v in await store.task_history(other.id, None, 10)] == [1]
+
+
+async def test_apply_writes_nothing_when_a_task_it_keeps_changed_or_went(
+    store: TaskStore,
+) -> None:
+    # What an apply answered "unchanged" must still be so when its writes land: a prune
+    # that deleted it meanwhile, or a change to it, makes the whole batch refused.
+    gone = await store.create_task(make_task(name="gone"))
+    changed = await store.create_task(make_task(name="changed"))
+    await store.delete_task(gone.id, at=T0)
+    renamed = changed.model_copy(update={"description": "meanwhile", "updated_at": T0})
+    await store.update_task(renamed, 1, reschedule=False)
+
+    with pytest.raises(TaskNotFound):
+        await store.apply_tasks([make_task(name="a")], [], [], at=T0, kept=[TaskKept(gone.id, 1)])
+    with pytest.raises(VersionConflict):
+        await store.apply_tasks(
+            [make_task(name="b")], [], [], at=T0, kept=[TaskKept(changed.id, 1)]
+        )
+    assert await names(store) == {"changed"}
+
+    await store.apply_tasks([make_task(name="c")], [], [], at=T0, kept=[TaskKept(changed.id, 2)])
+    assert await names(store) == {"changed", "c"}
 
 
 async def test_apply_of_many_tasks(store: TaskStore) -> None:

@@ -117,6 +117,29 @@ async def test_a_task_changed_but_still_selected_is_pruned_at_its_new_version(
         await service.get_task("doomed")
 
 
+async def test_an_apply_that_kept_a_task_a_prune_deleted_meanwhile_creates_it_again(
+    sync: tuple[TaskSync, SchedulingService, Any], backend: Backend
+) -> None:
+    """A deploy of one file (no prune) lists `report`, stored as listed, and a new task
+    of the `nightly` selector; another replica's prune of that selector, listing neither,
+    lands between its read and its write. The deploy must not answer `report` unchanged
+    beside its new task: no order of the two leaves `fresh` without `report`."""
+    tasks, service, store = sync
+    await service.create_task(spec("report", "nightly"))
+    other, _ = await sync_over(store.inner, backend)  # another replica, on the same store
+
+    async def pruned() -> None:
+        assert (await other.apply([], prune=True, selector_tag="nightly")).deleted == ["report"]
+
+    store.change = pruned
+    result = await tasks.apply([spec("report", "nightly"), spec("fresh", "nightly")])
+
+    # It found the prune's delete when it wrote, and decided again after it.
+    assert (sorted(result.created), result.unchanged) == (["fresh", "report"], [])
+    listed = await service.list_tasks(TaskFilter(tag="nightly"), 10)
+    assert sorted(task.name for task in listed.items) == ["fresh", "report"]
+
+
 class BothDecided:
     """A store whose unheld writes wait until two applies have each decided: what two
     prunes at once do when each decides from what it read before the other wrote."""
