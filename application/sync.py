@@ -211,7 +211,9 @@ class TaskSync:
                     # when a task they touch changed meanwhile.
                     stored = [t for t in await self._all_tasks() if scope.covers(t)]
                     decided = await self._decide(listing, now, stored, self._store)
-                    if not dry_run:
+                    # With nothing to write, the answer is what the read found: it
+                    # locks nothing (a redeploy of an unchanged file holds no task).
+                    if not dry_run and any(decided.writes):
                         await self._store.apply_tasks(
                             *decided.writes, at=now, actor=actor, kept=decided.kept
                         )
