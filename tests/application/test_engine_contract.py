@@ -125,7 +125,7 @@ async def test_downtime_coalesces_into_one_run(
 async def test_max_running_instances_skips_while_a_run_is_in_flight(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
-    recording_target.respond("/slow", Response(delay=2.0), Response())
+    recording_target.respond("/slow", Response(delay=60), Response())  # held till released
     task = await cluster.add(
         make_task(IntervalTrigger(every=10, anchor=T0), url=recording_target.url("/slow"))
     )
@@ -133,6 +133,8 @@ async def test_max_running_instances_skips_while_a_run_is_in_flight(
     cluster.clock.set(T0)
     await eventually(lambda: received(recording_target, "/slow", 1), "the first call")
     await cluster.advance_to(T0 + 10 * SECOND, engine)
+    await cluster.wait_runs(task, 1, what="the second occurrence to be skipped")
+    recording_target.release()
     runs = await cluster.wait_runs(task, 2, what="the first run to end")
     by_time = sorted(runs, key=lambda r: r.scheduled_for)
     assert statuses(by_time) == [RunStatus.SUCCEEDED, RunStatus.SKIPPED]

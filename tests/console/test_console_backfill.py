@@ -114,7 +114,7 @@ async def test_the_form_runs_one_slot_at_a_time_unless_the_task_is_paused(
 async def test_a_form_without_overlap_backfills_one_slot_at_a_time(
     open_console: Client, recording_target: RecordingTarget
 ) -> None:
-    recording_target.respond("/", Response(delay=1))  # the first call holds the slot
+    recording_target.respond("/", Response(delay=60))  # the first call holds the slot
     body = cron_task(recording_target.url(), name="daily", trigger=DAILY)
     assert (await open_console.post("/tasks", json=body)).status_code == 201
     page = await open_console.get("/ui/tasks/daily")

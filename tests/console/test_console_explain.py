@@ -169,6 +169,13 @@ def test_an_occurrence_that_ran_is_explained_with_a_link_to_its_run(
     assert key is not None, "a scheduled call carries an Idempotency-Key"
     fired = datetime.fromtimestamp(int(key.split(":")[1]), UTC)
     wall = fired.astimezone(ZoneInfo("Europe/Berlin"))
+    at = {"task": task["id"], "since": fired.isoformat(), "until": fired.isoformat()}
+
+    def written() -> bool:  # the call was received before its outcome is written
+        runs = api.get("/runs", params=at).json()["items"]
+        return bool(runs) and runs[0]["status"] == "succeeded"
+
+    wait_for(written, what="the first call's run to be written as succeeded")
     page = new_page()
     browser_log_in(page)
     page.goto(f"/ui/tasks/{task['name']}")

@@ -230,7 +230,8 @@ async def test_a_calendar_the_trigger_names_is_followed(
 async def test_a_backfill_is_read_while_it_runs_and_once_it_finished(
     api: Client, recording_target: RecordingTarget
 ) -> None:
-    recording_target.respond("/", *[Response(delay=0.3)] * 2)
+    # The first call hangs until released: the backfill is read while it runs.
+    recording_target.respond("/", *[Response(delay=60)] * 2)
     await api.post("/tasks", json=utc_daily(recording_target.url()))
     past = daily_occurrences(2)
     answer = (await api.post("/tasks/nightly-report/backfill", json=span(past))).json()
@@ -247,6 +248,7 @@ async def test_a_backfill_is_read_while_it_runs_and_once_it_finished(
         "pending": 2,
         "by_status": {"queued": 1, "running": 1},
     }
+    recording_target.release()
 
     async def finished() -> dict[str, Any] | None:
         state = (await api.get(f"/backfills/{answer['backfill_id']}")).json()
