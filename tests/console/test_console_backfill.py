@@ -52,12 +52,17 @@ async def test_a_dry_run_lists_the_occurrences_and_writes_nothing(open_console: 
         "dry_run": "on",
     }
 
-    shown = await open_console.post("/ui/tasks/daily/backfill", data=form)
+    posted = await open_console.post("/ui/tasks/daily/backfill", data=form, follow_redirects=False)
+    # A page of its own, read with GET: Back and Reload show it again, posting nothing.
+    assert posted.status_code == 303 and "csrf" not in posted.headers["location"]
+    shown = await open_console.get(posted.headers["location"])
+    reloaded = await open_console.get(posted.headers["location"])
 
     assert shown.status_code == 200, shown.text
     assert f"{len(fires)} occurrences" in shown.text and "nothing was written" in shown.text
     for fire in fires:
         assert fire.strftime("%Y-%m-%d 03:00:00") in shown.text
+    assert reloaded.text.count("<li><time") == len(fires)
     assert (await open_console.get("/runs")).json()["items"] == []
 
 

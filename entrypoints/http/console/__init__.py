@@ -11,6 +11,7 @@ from litestar.static_files import create_static_files_router
 from entrypoints.http.auth import FailureLimiter, digest_grants
 from entrypoints.http.console.access import check_csrf, session_guard
 from entrypoints.http.console.actions import ConsoleActions, ConsoleLogin, LoginGate
+from entrypoints.http.console.backfill_page import BackfillPreview
 from entrypoints.http.console.calendar_pages import CalendarPages
 from entrypoints.http.console.editing import TaskEditing, TaskEditorForms
 from entrypoints.http.console.errors import CONSOLE_EXCEPTION_HANDLERS
@@ -41,6 +42,7 @@ def console_router(
         route_handlers=[
             ConsolePages,
             ExplainPage,
+            BackfillPreview,
             TaskEditorForms,
             CalendarPages,
             EventPages,

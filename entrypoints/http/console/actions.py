@@ -19,7 +19,7 @@ from litestar.response import Redirect
 
 from application.backfills import BackfillService
 from application.scheduling import SchedulingService
-from domain.errors import InvalidRequest, RunNotFound
+from domain.errors import RunNotFound
 from domain.overlap import CANCELLED_FROM_CONSOLE
 from entrypoints.http.auth import MUTATION, FailureLimiter, actor_of, grant_of
 from entrypoints.http.console.access import (
@@ -32,11 +32,10 @@ from entrypoints.http.console.access import (
     return_path,
     session_cookie,
 )
-from entrypoints.http.console.forms import (
-    backfill_request,
-    form_text,
-    named_with,
-    zone_or_task_zone,
+from entrypoints.http.console.backfill_page import (
+    backfill_or_refusal,
+    backfill_values,
+    preview_path,
 )
 from entrypoints.http.console.rendering import render
 from entrypoints.settings import Grant
@@ -86,56 +85,18 @@ class ConsoleActions(Controller):
         scheduling: NamedDependency[SchedulingService],
     ) -> Response[Any]:
         """The backfill form: the same use case as `POST /tasks/{id}/backfill`. A dry
-        run shows the occurrences it would run; a real one shows its runs."""
+        run is redirected to its page (`BackfillPreview`), a real one to its runs."""
         form = await request.form()
-        values = {
-            "start": form_text(form.get("start")),
-            "end": form_text(form.get("end")),
-            "zone": form_text(form.get("zone")) or "task",
-            "overlap": form_text(form.get("overlap")),
-            "only_missing": form.get("only_missing") == "on",
-            "dry_run": form.get("dry_run") == "on",
-        }
-        try:
-            task = await scheduling.get_task(ref)
-            zone, zone_errors = zone_or_task_zone(str(values["zone"]), task.trigger.timezone)
-            with named_with(zone_errors):
-                wanted = backfill_request(
-                    values["start"],
-                    values["end"],
-                    overlap=values["overlap"],
-                    only_missing=bool(values["only_missing"]),
-                    dry_run=bool(values["dry_run"]),
-                    zone=zone,
-                )
-            made = await backfills.backfill(ref, wanted, actor=actor_of(request))
-        except InvalidRequest as exc:
-            # The form again, as sent, each bad field named beside its input (the task
-            # was read before anything could be refused).
-            errors = {e.field: e.message for e in exc.errors if e.field in values}
-            others = [(e.field, e.message) for e in exc.errors if e.field not in values]
-            return render(
-                request,
-                "backfill_form.html",
-                status_code=422,
-                task=task,
-                values=values,
-                errors=errors,
-                others=others,
-                live=False,
-            )
-        if wanted.dry_run:
-            return render(
-                request,
-                "backfill.html",
-                ref=ref,
-                task=task,
-                backfill=made,
-                wanted=wanted,
-                values=values,
-                zone=task.trigger.timezone,
-                live=False,
-            )
+        dry_run = form.get("dry_run") == "on"
+        values = backfill_values(form.get, dry_run=dry_run)
+        if dry_run:
+            return Redirect(preview_path(ref, values), status_code=303)
+        answer = await backfill_or_refusal(
+            request, ref, values, backfills, scheduling, actor_of(request)
+        )
+        if isinstance(answer, Response):
+            return answer
+        _, _, made = answer
         return Redirect(f"/ui/runs?backfill={made.backfill_id}", status_code=303)
 
     @post("/runs/{run_id:str}/cancel", name="console:cancel", include_in_schema=False)
