@@ -61,9 +61,11 @@ def calendar_from_ics(name: str, text: str, field: str = "body", *, today: date)
     dates: set[date] = set()
     yearly: set[str] = set()
     for event in events:
+        if event.get("DTSTART") is None:  # RFC 5545 wants one: a typo would lose a day
+            raise InvalidRequest(field, f"event {_event_name(event)}: has no DTSTART")
         start = _as_date(event.get("DTSTART"))
         if start is None:
-            continue  # a timed event, or one without a start: its EXDATEs and RDATEs too
+            continue  # a timed event: its EXDATEs and RDATEs too
         taken_out: set[date] = set()
         if event.get("RECURRENCE-ID") is None:
             taken_out = moved.get(str(event.get("UID", "")), set())
@@ -95,6 +97,9 @@ def _event_days(
     `RRULE:FREQ=YEARLY` whose days fall on the same month-days every year adds to `yearly`
     instead, and holds for ever."""
     end = _as_date(event.get("DTEND"))  # without one, its DURATION, else a day
+    if end is not None and end < start:
+        raise _EventProblem(f"ends (DTEND {end}) before it starts (DTSTART {start})")
+    # An all-day DTEND on its DTSTART (as some exporters write a one-day event): a day.
     length = max((end - start).days, 1) if end is not None else _duration_days(event)
     if length > _LONGEST_EVENT_DAYS:  # never cut short without a word
         raise _EventProblem(

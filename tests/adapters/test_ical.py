@@ -333,3 +333,18 @@ def test_an_all_day_event_s_duration_is_its_length() -> None:
     ]
     weekly = ("DTSTART;VALUE=DATE:20270301", "DURATION:P2D", "RRULE:FREQ=WEEKLY;COUNT=2")
     assert dates_of(*weekly) == ["2027-03-01", "2027-03-02", "2027-03-08", "2027-03-09"]
+
+
+def test_an_event_without_a_start_or_ending_before_it_starts_is_refused_naming_it() -> None:
+    """RFC 5545 wants a DTSTART: an event without one (a misspelt `DTSTAR`, say) was
+    skipped without a word, and one whose DTEND comes before its DTSTART held a day."""
+    with pytest.raises(InvalidRequest) as no_start:
+        calendar_from_ics("office", one_event("DTSTAR;VALUE=DATE:20270320", summary="Founders Day"))
+    assert no_start.value.message == "event Founders Day: has no DTSTART"
+    with pytest.raises(InvalidRequest) as backwards:
+        dates_of("DTSTART;VALUE=DATE:20270320", "DTEND;VALUE=DATE:20270318")
+    assert backwards.value.message == (
+        "event Closed: ends (DTEND 2027-03-18) before it starts (DTSTART 2027-03-20)"
+    )
+    # An all-day DTEND on its own DTSTART, as some exporters write one day: that day.
+    assert dates_of("DTSTART;VALUE=DATE:20270320", "DTEND;VALUE=DATE:20270320") == ["2027-03-20"]
