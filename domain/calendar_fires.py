@@ -168,6 +168,8 @@ def _rolling_forward(
                 if rolled.at > last and not merged:
                     yield rolled
                     last = rolled.at
+                elif merged and current.at > floor:
+                    _tell(omitted, current, "merged", calendar)
             if not kept and current.at > floor:
                 _tell(omitted, current, "rolled_away", calendar)
         current = following
@@ -209,6 +211,8 @@ def _rolling_back(
                 if rolled.at > last:
                     yield rolled
                     last = rolled.at
+                elif rolled.at == previous:  # landed on the fire before: it fires once
+                    _tell(omitted, current, "merged", calendar)
             if not kept:
                 _tell(omitted, current, "rolled_away", calendar)
         previous, previous_day = current.at, current.wall.date()

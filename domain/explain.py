@@ -115,10 +115,11 @@ def omitted_occurrence(
 def _last_omission(
     trigger: Trigger, after: datetime, instant: datetime, calendars: Calendars
 ) -> Omission | None:
-    """The latest wall time in (after, instant] that the trigger did not fire (a roll
-    aside), looked for in windows ending at `instant` that double from a second: an
-    annotated listing tells at most MAX_OMISSIONS_TOLD omissions, and a trigger firing
-    every second over held dates has tens of thousands a day. Where one listing is cut
+    """The latest wall time in (after, instant] that the trigger did not fire (a roll,
+    or a merge into another fire, aside), looked for in windows ending at `instant`
+    that double from a second: an annotated listing tells at most MAX_OMISSIONS_TOLD
+    omissions, and a trigger firing every second over held dates has tens of thousands
+    a day. Where one listing is cut
     short before `instant`, the next one starts at the last omission it told."""
     span = SECOND
     while True:
@@ -127,7 +128,9 @@ def _last_omission(
         while True:
             listed = trigger.annotated(floor, 1, calendars)
             gone = [
-                o for o in listed.omitted if floor < o.key <= instant and o.reason != "rolled_away"
+                o
+                for o in listed.omitted
+                if floor < o.key <= instant and o.reason in ("excluded", "dst_gap")
             ]
             found = gone[-1] if gone else found
             told = listed.omitted

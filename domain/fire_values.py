@@ -13,7 +13,7 @@ from domain.calendars import CalendarRef
 
 ROLLED = "rolled"
 MONTH_CLAMPED = "month_clamped"
-OmissionReason = Literal["dst_gap", "excluded", "rolled_away"]
+OmissionReason = Literal["dst_gap", "excluded", "rolled_away", "merged"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -171,7 +171,7 @@ class OmissionResource(BaseModel):
 
     date: dt.date
     wall: str
-    reason: Literal["dst_gap", "excluded", "rolled_away"]
+    reason: Literal["dst_gap", "excluded", "rolled_away", "merged"]
     calendar: str | None
 
 

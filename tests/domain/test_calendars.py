@@ -140,12 +140,16 @@ def test_a_roll_never_passes_the_next_unrolled_fire_time() -> None:
     daily = cron("0 9 * * *", "next_business_day")
     fires, omitted = rows(daily, "2026-03-06T10:00:00", 2)
     assert fires == ["Mon 2026-03-09 09:00", "Tue 2026-03-10 09:00"]
-    # Sunday rolls onto Monday 09:00, a fire time already; Saturday would pass Sunday.
-    assert omitted == ["2026-03-07 rolled_away weekend"]
+    # Saturday would pass Sunday; Sunday rolls onto Monday 09:00, a fire time already,
+    # which fires once: the preview says so (`merged`), not nothing.
+    assert omitted == ["2026-03-07 rolled_away weekend", "2026-03-08 merged weekend"]
     backward = cron("0 9 * * *", "previous_business_day")
     # Saturday rolls back onto Friday 09:00, a fire time already: it fires once, then.
     # Sunday would roll back past Saturday's unrolled fire time: dropped.
-    assert rows(backward, "2026-03-06T10:00:00", 1)[1] == ["2026-03-08 rolled_away weekend"]
+    assert rows(backward, "2026-03-06T10:00:00", 1)[1] == [
+        "2026-03-07 merged weekend",
+        "2026-03-08 rolled_away weekend",
+    ]
 
 
 def test_the_first_occurrence_of_a_span_rolled_back_past_the_fire_before_it_is_told() -> None:
@@ -164,7 +168,7 @@ def test_a_roll_landing_on_an_existing_fire_time_fires_once() -> None:
     trigger = cron("0 9 * * MON,SAT", "next_business_day")
     fires, omitted = rows(trigger, "2026-03-06T00:00:00", 3)
     assert fires == ["Mon 2026-03-09 09:00", "Mon 2026-03-16 09:00", "Mon 2026-03-23 09:00"]
-    assert omitted == []
+    assert omitted == [f"2026-03-{day} merged weekend" for day in ("07", "14", "21")]
 
 
 def test_exclude_leaves_calendar_dates_out_and_says_so() -> None:

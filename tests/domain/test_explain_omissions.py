@@ -176,3 +176,21 @@ def test_the_last_fire_time_before_many_held_days_of_a_per_second_trigger(
     fired = latest_fire_at_or_before(TRIGGER_ADAPTER.validate_python(trigger), at, calendars)
 
     assert fired == last.replace(tzinfo=UTC)
+
+
+def test_a_wall_time_merged_into_another_fire_is_not_told_as_skipped() -> None:
+    """Under `previous_business_day`, Saturday's 09:00 rolls onto Friday's own 09:00 and
+    fires once, as it (`merged`): explain after it names no omission (it once would
+    have read any omission but a roll away as a DST gap)."""
+    weekend = Calendar(name="weekend", weekdays=["SAT", "SUN"])
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "calendar": {"name": "weekend", "policy": "previous_business_day"},
+    }
+    at = datetime(2026, 3, 7, 12, 0, tzinfo=UTC)  # a Saturday
+
+    fired, answer = explain_at(trigger, at, {"weekend": weekend})
+
+    assert fired == datetime(2026, 3, 6, 9, 0, tzinfo=UTC)
+    assert answer is None

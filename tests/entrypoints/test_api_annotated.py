@@ -88,6 +88,31 @@ async def test_preview_rolls_around_an_inline_calendar(client: Client) -> None:
     assert plain == {"fire_times": ["2026-02-27T09:00:00Z"]}
 
 
+async def test_a_roll_onto_a_fire_time_the_schedule_has_is_told_as_merged(
+    client: Client,
+) -> None:
+    # Daily at 09:00 rolled forward around a weekend (2026-03-07 is a Saturday): Sunday
+    # lands on Monday's own 09:00, which fires once. The preview tells Sunday's wall time.
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "calendar": {"name": "weekend", "policy": "next_business_day"},
+    }
+    answer = await preview(
+        client,
+        trigger=trigger,
+        count=2,
+        after="2026-03-06T10:00:00Z",
+        annotate=True,
+        calendars=[WEEKEND],
+    )
+    assert answer["fire_times"] == ["2026-03-09T09:00:00Z", "2026-03-10T09:00:00Z"]
+    assert [(o["date"], o["reason"], o["calendar"]) for o in answer["omitted"]] == [
+        ("2026-03-07", "rolled_away", "weekend"),
+        ("2026-03-08", "merged", "weekend"),
+    ]
+
+
 async def test_bad_policies_calendars_and_day_rules_name_the_field(client: Client) -> None:
     cases = [
         ({"trigger": {"kind": "interval", "every": 60, "dst": {"gap": "skip"}}}, "trigger.dst"),
