@@ -111,6 +111,23 @@ async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
     assert 2 <= gone <= 4
 
 
+async def test_a_wall_time_rolled_onto_a_fire_time_is_said_in_words(open_console: Client) -> None:
+    # Daily at 09:00 rolled forward around the weekend: each Sunday lands on Monday's own
+    # 09:00, which fires once; ten listed fire times span at least one such Sunday.
+    await open_console.post("/calendars", json={"name": "weekend", "weekdays": ["SAT", "SUN"]})
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "weekend", "policy": "next_business_day"},
+    }
+    await create(open_console, cron_task("http://127.0.0.1:9/", "daily", trigger=trigger), None)
+
+    page = (await open_console.get("/ui/tasks/daily")).text
+    told = page.split('class="omitted"')[1].split("</ul>")[0]
+    assert "rolled onto a fire time it has anyway, which fires once (calendar weekend)" in told
+
+
 async def test_a_task_firing_every_second_past_a_year_of_held_dates_says_the_list_is_cut(
     open_console: Client,
 ) -> None:
