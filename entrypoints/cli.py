@@ -139,7 +139,9 @@ def preview(args: argparse.Namespace) -> int:
         print("(no more fire times)")
     for omission in listed.omitted:
         calendar_name = f" ({omission.calendar})" if omission.calendar else ""
-        print(f"not fired: {omission.date} {omission.wall}  {omission.reason}{calendar_name}")
+        # A merged wall time fires, once, as the fire time it rolled onto.
+        said = "fired as another" if omission.reason == "merged" else "not fired"
+        print(f"{said}: {omission.date} {omission.wall}  {omission.reason}{calendar_name}")
     if listed.omitted_truncated:
         print(f"(and more not fired: only the first {len(listed.omitted)} are told)")
     return 0

@@ -147,6 +147,7 @@ def test_preview_tries_a_dst_policy_and_a_calendar_file(
         "2026-03-05T09:00:00Z",
     ]
     assert "not fired: 2026-03-03 09:00:00  rolled_away (closed)" in out
+    assert "fired as another: 2026-03-02 09:00:00  merged (closed)" in out
 
     code = main(
         [
