@@ -85,8 +85,8 @@ def apscheduler_engine(**ports: Any) -> Any:
         raise ConfigurationError(
             "SCHEDULER_ENGINE=apscheduler: the APScheduler engine adapter "
             f"({APSCHEDULER_MODULE}) is not available in this installation ({exc}); "
-            "install the 'apscheduler' extra of a release that ships it, or set "
-            "SCHEDULER_ENGINE=native"
+            "install the package with its 'apscheduler' extra "
+            "(pip install -e '.[apscheduler]' from a checkout), or set SCHEDULER_ENGINE=native"
         ) from None
     return engine_class(**ports)
 

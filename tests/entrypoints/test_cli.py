@@ -119,6 +119,7 @@ def test_an_engine_adapter_that_is_not_installed_fails_at_start_clearly(
     err = capsys.readouterr().err
     assert code == EXIT_CODES[ConfigurationError] == 78
     assert "SCHEDULER_ENGINE=apscheduler" in err and "SCHEDULER_ENGINE=native" in err
+    assert "its 'apscheduler' extra (pip install -e '.[apscheduler]'" in err
     assert "Traceback" not in err
 
 
