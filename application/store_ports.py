@@ -118,6 +118,11 @@ class TaskStore(Protocol):
         after the key `after` when given."""
         ...
 
+    async def tasks_covered(self, scope: HoldScope) -> list[Task]:
+        """The stored tasks `scope` covers (`HoldScope.covers`), in id order, read at one
+        instant (one statement): what an apply decides from without holding them."""
+        ...
+
     async def update_task(
         self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
     ) -> Task:

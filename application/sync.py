@@ -28,9 +28,7 @@ from application.ports import (
     Executor,
     HoldScope,
     TaskDelete,
-    TaskFilter,
     TaskKept,
-    TaskPageKey,
     TaskUpdate,
 )
 from domain.errors import (
@@ -51,7 +49,6 @@ from domain.validation import FieldError
 if TYPE_CHECKING:
     from application.scheduling import SchedulingService
 
-_PAGE = 500
 # Attempts an apply makes reading, deciding and writing without holding its tasks; past
 # them it holds them (`TaskStore.hold_tasks`), so that a steady stream of other writers
 # cannot make it lose every time (docs/api.md, "POST /tasks/apply"). A prune that
@@ -209,7 +206,7 @@ class TaskSync:
                 if attempt < unheld:
                     # Read, decide and write without holding anything: the writes fail
                     # when a task they touch changed meanwhile.
-                    stored = [t for t in await self._all_tasks() if scope.covers(t)]
+                    stored = await self._store.tasks_covered(scope)  # one snapshot
                     decided = await self._decide(listing, now, stored, self._store)
                     # With nothing to write, the answer is what the read found: it
                     # locks nothing (a redeploy of an unchanged file holds no task).
@@ -275,16 +272,6 @@ class TaskSync:
                     deleted.append(TaskDelete(task.id, task.version))
                     result.deleted.append(name)
         return _Decided(result, (created, updated, deleted), kept)
-
-    async def _all_tasks(self) -> list[Task]:
-        tasks: list[Task] = []
-        after = None
-        while True:
-            page = await self._store.list_tasks(TaskFilter(), after, _PAGE)
-            tasks.extend(page)
-            if len(page) < _PAGE:
-                return tasks
-            after = TaskPageKey(page[-1].created_at, page[-1].id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from adapters.memory.state import MemoryStoreBase, copy_task
-from application.ports import TaskFilter, TaskPageKey
+from application.ports import HoldScope, TaskFilter, TaskPageKey
 from domain.errors import (
     TaskNotFound,
 )
@@ -41,6 +41,10 @@ class TaskReads(MemoryStoreBase):
             key=lambda task: (task.created_at, task.id),
         )
         return [copy_task(task) for task in found[:limit]]
+
+    async def tasks_covered(self, scope: HoldScope) -> list[Task]:
+        covered = sorted((t for t in self._tasks.values() if scope.covers(t)), key=lambda t: t.id)
+        return [copy_task(task) for task in covered]
 
     async def task_history(
         self, task_id: UUID, before_version: int | None, limit: int

@@ -157,6 +157,15 @@ WHERE name = ANY(%(names)s::text[])
 ORDER BY id
 FOR NO KEY UPDATE;
 
+-- tasks_covered --
+-- The tasks a scope covers, as hold_tasks reads them, locking none: one statement, so
+-- one snapshot (an apply's answer never mixes two moments of its tasks).
+SELECT {task_columns}
+FROM {schema}.tasks
+WHERE name = ANY(%(names)s::text[])
+   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+ORDER BY id;
+
 -- list_tasks --
 -- A page of tasks by (created_at, id), after a keyset position when one is given.
 SELECT {task_columns}

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from adapters.postgres.rows import to_task, to_version
 from adapters.postgres.transactions import PostgresStoreBase
-from application.ports import TaskFilter, TaskPageKey
+from application.ports import HoldScope, TaskFilter, TaskPageKey
 from domain.errors import TaskNotFound
 from domain.history import TaskVersion
 from domain.tasks import Task
@@ -44,6 +44,10 @@ class TaskReads(PostgresStoreBase):
             },
         )
         return [to_task(row) for row in rows]
+
+    async def tasks_covered(self, scope: HoldScope) -> list[Task]:
+        params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
+        return [to_task(row) for row in await self._all("tasks_covered", params)]
 
     async def task_history(
         self, task_id: UUID, before_version: int | None, limit: int

@@ -113,6 +113,23 @@ async def test_apply_of_many_tasks(store: TaskStore) -> None:
     assert len(await store.list_tasks(TaskFilter(name_prefix="bulk-"), None, 500)) == 300
 
 
+async def test_the_tasks_a_scope_covers_are_read_without_the_rest(store: TaskStore) -> None:
+    # What an unheld apply decides from: its listed names and, pruning, its selector's
+    # tasks, in one read (however many other tasks are stored), in id order.
+    listed = await store.create_task(make_task(name="listed"))
+    selected = await store.create_task(make_task(name="selected", tags=["nightly"]))
+    await store.create_task(make_task(name="elsewhere", tags=["hourly"]))
+
+    named = await store.tasks_covered(HoldScope(frozenset({"listed", "fresh"})))
+    pruning = HoldScope(frozenset({"listed"}), prune=True, tag="nightly")
+    everything = await store.tasks_covered(HoldScope(frozenset(), prune=True))
+
+    assert named == [listed]
+    assert await store.tasks_covered(pruning) == sorted([listed, selected], key=lambda t: t.id)
+    assert sorted(t.name for t in everything) == ["elsewhere", "listed", "selected"]
+    assert [t.id for t in everything] == sorted(t.id for t in everything)
+
+
 async def test_a_hold_reads_the_tasks_of_its_scope_and_writes_as_apply_does(
     store: TaskStore,
 ) -> None:
