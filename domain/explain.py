@@ -119,8 +119,8 @@ def _last_omission(
     or a merge into another fire, aside), looked for in windows ending at `instant`
     that double from a second: an annotated listing tells at most MAX_OMISSIONS_TOLD
     omissions, and a trigger firing every second over held dates has tens of thousands
-    a day. Where one listing is cut
-    short before `instant`, the next one starts at the last omission it told."""
+    a day. Where one listing is cut short before `instant`, the next one starts at the
+    last omission it told."""
     span = SECOND
     while True:
         start = max(after, instant - span)

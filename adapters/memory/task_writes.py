@@ -57,9 +57,7 @@ class TaskWrites(MemoryStoreBase):
     def _update(
         self, task: Task, expected_version: int, reschedule: bool, actor: str | None
     ) -> Task:
-        stored = self._task(task.id)
-        if stored.version != expected_version:
-            raise VersionConflict(task.id, expected_version, stored.version)
+        stored = self._at_version(task.id, expected_version)
         owner = self._names.get(task.name)
         if owner is not None and owner != task.id:
             raise DuplicateTaskName(task.name)
@@ -114,11 +112,7 @@ class TaskWrites(MemoryStoreBase):
         kept: Sequence[TaskKept] = (),
     ) -> None:
         async with self._lock:
-            for still in kept:
-                stored = self._task(still.task_id)
-                if stored.version != still.version:
-                    raise VersionConflict(stored.id, still.version, stored.version)
-            self._check_batch(created, updated, deleted)
+            self._check_batch(created, updated, deleted, kept)
             self._write_batch(created, updated, deleted, at, actor)
         self.notifier.notify()
 
@@ -134,25 +128,32 @@ class TaskWrites(MemoryStoreBase):
         self.notifier.notify()
 
     def _check_batch(
-        self, created: Sequence[Task], updated: Sequence[TaskUpdate], deleted: Sequence[TaskDelete]
+        self,
+        created: Sequence[Task],
+        updated: Sequence[TaskUpdate],
+        deleted: Sequence[TaskDelete],
+        kept: Sequence[TaskKept] = (),
     ) -> None:
         """Every check of a batch, before anything of it is written."""
         names = dict(self._names)
+        for still in kept:
+            self._at_version(still.task_id, still.version)
         for gone in deleted:
-            stored = self._task(gone.task_id)
-            if stored.version != gone.expected_version:
-                raise VersionConflict(stored.id, gone.expected_version, stored.version)
-            del names[stored.name]
+            del names[self._at_version(gone.task_id, gone.expected_version).name]
         for update in updated:
-            stored = self._task(update.task.id)
-            if stored.version != update.expected_version:
-                raise VersionConflict(stored.id, update.expected_version, stored.version)
-            del names[stored.name]
+            del names[self._at_version(update.task.id, update.expected_version).name]
         for task in [*created, *(update.task for update in updated)]:
             if task.name in names:
                 raise DuplicateTaskName(task.name)
             names[task.name] = task.id
             self._check_calendar_named(task)
+
+    def _at_version(self, task_id: UUID, version: int) -> Task:
+        """The stored task, if at `version`. Raises TaskNotFound, VersionConflict."""
+        stored = self._task(task_id)
+        if stored.version != version:
+            raise VersionConflict(stored.id, version, stored.version)
+        return stored
 
     def _write_batch(
         self,

@@ -9,6 +9,7 @@ from typing import LiteralString
 
 from psycopg import sql
 
+from application.store_values import HoldScope
 from domain.runs import Run
 from domain.tasks import Task, TaskSpec
 
@@ -56,12 +57,26 @@ def spec_state(table: str | None = None) -> sql.Composable:
     return sql.SQL("jsonb_build_object({})").format(sql.SQL(", ").join(pairs))
 
 
+# The tasks a scope covers (application.store_values.HoldScope.covers), its parameters
+# `names`, `prune` and `tag`: one condition for the hold's locks and reads and the apply's.
+SCOPE_COVERS = sql.SQL(
+    "(name = ANY(%(names)s::text[])"
+    " OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text])))"
+)
+
+
+def scope_params(scope: HoldScope) -> dict[str, object]:
+    """The parameters of `{scope_covers}` for `scope`."""
+    return {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
+
+
 def bind_queries(schema: str) -> dict[str, bytes]:
     """Every block with `{schema}`, `{task_columns}`, `{task_names}`, `{run_columns}`,
-    `{spec_state}` and `{spec_state_of_t}` (its columns those of the table aliased `t`)
-    filled in, rendered once to bytes so that psycopg can prepare
+    `{spec_state}`, `{spec_state_of_t}` (its columns those of the table aliased `t`) and
+    `{scope_covers}` filled in, rendered once to bytes so that psycopg can prepare
     each one."""
     fields = {
+        "scope_covers": SCOPE_COVERS,
         "schema": sql.Identifier(schema),
         "task_columns": sql.SQL(", ").join(map(_task_column, TASK_COLUMNS)),
         "task_names": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),

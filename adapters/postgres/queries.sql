@@ -142,8 +142,7 @@ ORDER BY run_id FOR UPDATE;
 -- locks them; hold_tasks reads them in a statement of its own.
 SELECT id
 FROM {schema}.tasks
-WHERE name = ANY(%(names)s::text[])
-   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+WHERE {scope_covers}
 ORDER BY id
 FOR NO KEY UPDATE;
 
@@ -152,8 +151,7 @@ FOR NO KEY UPDATE;
 -- with every task committed while it waited), and locked too: one committed meanwhile.
 SELECT {task_columns}
 FROM {schema}.tasks
-WHERE name = ANY(%(names)s::text[])
-   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+WHERE {scope_covers}
 ORDER BY id
 FOR NO KEY UPDATE;
 
@@ -162,8 +160,7 @@ FOR NO KEY UPDATE;
 -- one snapshot (an apply's answer never mixes two moments of its tasks).
 SELECT {task_columns}
 FROM {schema}.tasks
-WHERE name = ANY(%(names)s::text[])
-   OR (%(prune)s::boolean AND (%(tag)s::text IS NULL OR tags @> ARRAY[%(tag)s::text]))
+WHERE {scope_covers}
 ORDER BY id;
 
 -- list_tasks --

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
+from adapters.postgres.queries import scope_params
 from adapters.postgres.rows import to_task, to_version
 from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import HoldScope, TaskFilter, TaskPageKey
@@ -46,8 +47,7 @@ class TaskReads(PostgresStoreBase):
         return [to_task(row) for row in rows]
 
     async def tasks_covered(self, scope: HoldScope) -> list[Task]:
-        params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
-        return [to_task(row) for row in await self._all("tasks_covered", params)]
+        return [to_task(row) for row in await self._all("tasks_covered", scope_params(scope))]
 
     async def task_history(
         self, task_id: UUID, before_version: int | None, limit: int

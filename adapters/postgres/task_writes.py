@@ -24,6 +24,7 @@ from adapters.postgres.calendars import (
     take_calendar_turns,
     unknown_calendar,
 )
+from adapters.postgres.queries import scope_params
 from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
 from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import HoldScope, TaskDelete, TaskHold, TaskKept, TaskUpdate
@@ -150,7 +151,7 @@ class TaskWrites(PostgresStoreBase):
         await take_hold_lock(conn, self.schema)
         await take_calendar_turns(conn, self.schema, scope.calendars)
         await lock_calendars(conn, self._c, scope.calendars)
-        params = {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
+        params = scope_params(scope)
         locked = await conn.execute(self._q["hold_task_ids"], params)
         held = {task_id for (task_id,) in await locked.fetchall()}
         for _ in range(_HOLD_READS):
@@ -178,15 +179,16 @@ class TaskWrites(PostgresStoreBase):
         # order of its join, and two such writers could wait on each other in a cycle.
         # The kept ones too, in the same statement: a prune waits for this write, or
         # this write finds what the prune did and is decided again.
-        ids = {d.task_id for d in deleted} | {u.task.id for u in updated}
-        ids |= {k.task_id for k in kept}
+        ids = (
+            {d.task_id for d in deleted} | {u.task.id for u in updated} | {k.task_id for k in kept}
+        )
         if ids:
             locked = await conn.execute(self._q["lock_tasks"], {"ids": sorted(ids)})
-        if kept:  # read only then: in the pipeline, a fetch waits for the server
-            versions = dict(await locked.fetchall())
-            for still in kept:
-                if versions.get(still.task_id) != still.version:
-                    await self._refuse(conn, still.task_id, still.version)
+            if kept:  # read only then: in the pipeline, a fetch waits for the server
+                versions = dict(await locked.fetchall())
+                for still in kept:
+                    if versions.get(still.task_id) != still.version:
+                        await self._refuse(conn, still.task_id, still.version)
         # New names in one order, so that two applies creating the same ones wait on
         # the first name both create rather than on each other.
         created = sorted(created, key=lambda task: task.name)

@@ -86,22 +86,27 @@ async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: C
     )
 
 
+async def daily_around_the_weekend(console: Client, policy: str) -> str:
+    """The page of a task firing daily at 09:00 UTC under `policy` around a weekend
+    calendar."""
+    await console.post("/calendars", json={"name": "weekend", "weekdays": ["SAT", "SUN"]})
+    trigger = {
+        "kind": "cron",
+        "expression": "0 9 * * *",
+        "timezone": "UTC",
+        "calendar": {"name": "weekend", "policy": policy},
+    }
+    await create(console, cron_task("http://127.0.0.1:9/", "daily", trigger=trigger), None)
+    return (await console.get("/ui/tasks/daily")).text
+
+
 async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
     open_console: Client,
 ) -> None:
     # Weekdays at 09:00 with the weekend excluded: the 10 listed fire times span two
     # weeks, so two to four weekend dates do not fire among them (two when the page is
     # read on a Sunday after 09:00), not the ~40 of the 100 fetched for the timeline.
-    await open_console.post("/calendars", json={"name": "weekend", "weekdays": ["SAT", "SUN"]})
-    trigger = {
-        "kind": "cron",
-        "expression": "0 9 * * *",
-        "timezone": "UTC",
-        "calendar": {"name": "weekend", "policy": "exclude"},
-    }
-    await create(open_console, cron_task("http://127.0.0.1:9/", "weekdays", trigger=trigger), None)
-
-    page = (await open_console.get("/ui/tasks/weekdays")).text
+    page = await daily_around_the_weekend(open_console, "exclude")
     found = re.search(
         r"<summary>(\d+) wall times? \(\S+\) up to the last of these that do not fire", page
     )
@@ -114,16 +119,7 @@ async def test_the_wall_times_that_do_not_fire_are_those_among_the_listed(
 async def test_a_wall_time_rolled_onto_a_fire_time_is_said_in_words(open_console: Client) -> None:
     # Daily at 09:00 rolled forward around the weekend: each Sunday lands on Monday's own
     # 09:00, which fires once; ten listed fire times span at least one such Sunday.
-    await open_console.post("/calendars", json={"name": "weekend", "weekdays": ["SAT", "SUN"]})
-    trigger = {
-        "kind": "cron",
-        "expression": "0 9 * * *",
-        "timezone": "UTC",
-        "calendar": {"name": "weekend", "policy": "next_business_day"},
-    }
-    await create(open_console, cron_task("http://127.0.0.1:9/", "daily", trigger=trigger), None)
-
-    page = (await open_console.get("/ui/tasks/daily")).text
+    page = await daily_around_the_weekend(open_console, "next_business_day")
     told = page.split('class="omitted"')[1].split("</ul>")[0]
     assert "rolled onto a fire time it has anyway, which fires once (calendar weekend)" in told
 

@@ -108,8 +108,7 @@ class BackfillPreview(Controller):
         only_missing: Annotated[str, QueryParameter(max_length=2000)] = "",
     ) -> Response[str]:
         """A backfill's dry run: the occurrences it would run, nothing written."""
-        asked = {"start": start, "end": end, "zone": zone, "overlap": overlap}
-        asked["only_missing"] = only_missing
+        asked = dict(start=start, end=end, zone=zone, overlap=overlap, only_missing=only_missing)
         values = backfill_values(asked.get, dry_run=True)
         answer = await backfill_or_refusal(request, ref, values, backfills, scheduling)
         if isinstance(answer, Response):
