@@ -36,9 +36,7 @@ class Expiry:
     ) -> None:
         self._expire = expire
         self._graced = False
-        # A limit already past (a call that started after its budget was spent) is due
-        # now: only the event loop's own delay from here can read as a stall.
-        self._when = loop.time() + max(seconds, 0.0)
+        self._when = loop.time() + seconds
         self._handle = loop.call_at(self._when, self._fire, loop)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
