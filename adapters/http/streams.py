@@ -11,7 +11,6 @@ from typing import cast
 import httpx
 
 from adapters.http.guard import OutboundGuard
-from application.deadlines import Expiry
 
 READ_SIZE = 64 * 1024
 # A stream stops reading from its socket while this much is buffered and unread.
@@ -79,17 +78,15 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 async def wait_or_expire(waiter: asyncio.Future[None], seconds: float | None) -> None:
     """Wait for `waiter`; raise TimeoutError after `seconds` (None: no limit).
 
-    One timer: cheaper than an `asyncio.timeout` scope around every read. It gives what
-    arrived while the process was frozen its time to be read (application/deadlines.py).
-    """
+    One timer handle: cheaper than an `asyncio.timeout` scope around every read."""
     if seconds is None:
         await waiter
         return
-    expiry = Expiry(asyncio.get_running_loop(), seconds, lambda: _expire(waiter))
+    handle = asyncio.get_running_loop().call_later(seconds, _expire, waiter)
     try:
         await waiter
     finally:
-        expiry.cancel()
+        handle.cancel()
 
 
 class Stream:
