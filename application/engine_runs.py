@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
-from application.deadlines import deadline
+from application.deadlines import TooLateToSend, deadline
 from application.engine_records import OutcomeRecorder, run_fields
 from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
@@ -181,7 +181,10 @@ class RunRunner:
                 self._observer.run_started(claimed, lateness)
                 # An answer that came while this process was frozen past the budget is
                 # read before the budget stops the call (application/deadlines.py).
-                async with deadline(self._budget(claimed, started_at)):
+                # Bounds sends too: a request is not sent past the budget by the clock,
+                # though its timer has not fired yet (after a stall).
+                budget = self._budget(claimed, started_at)
+                async with deadline(budget, bounds_sends=True):
                     outcome = await self._executor.execute(task, run, task.last_run_at, progress)
         except asyncio.CancelledError:
             reason = self._reasons.get(run.id)
@@ -189,7 +192,7 @@ class RunRunner:
                 raise
             _uncancel()
             outcome = self._ended(*reason, started_at, progress)
-        except TimeoutError:
+        except (TimeoutError, TooLateToSend):
             outcome = self._ended(RunStatus.FAILED, LEASE_ERROR, started_at, progress)
         except Exception as exc:
             log.exception("executor raised", extra=run_fields(run, lateness))

@@ -15,6 +15,7 @@ import httptools
 import httpx
 
 from adapters.http.streams import Stream
+from application.deadlines import check_may_send
 
 # A connection is keyed by its origin: (scheme, host, port).
 Key = tuple[bytes, bytes, int]
@@ -185,6 +186,7 @@ class Connection:
             # A write error is not final: the server may have answered and closed early
             # (an error answer before the whole body was sent): read what it said, as
             # httpcore does.
+            check_may_send()  # not once the run's lease is spent (a stalled process)
             with suppress(httpx.WriteError):
                 await self._send(request, timeouts.get("write"))
             seconds = timeouts.get("read")

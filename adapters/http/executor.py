@@ -53,7 +53,7 @@ from adapters.http.signing import signature_secrets
 from adapters.http.template_workers import TemplateWorkers
 from adapters.http.templates import TemplateFailed, Templates, rfc3339
 from adapters.http.transport import GuardedTransport
-from application.deadlines import deadline
+from application.deadlines import TooLateToSend, deadline
 from application.ports import CallProgress, Clock, RenderedRequest
 from domain.errors import InvalidRequest
 from domain.events import DELIVERY_TIMEOUT_SECONDS, Delivery, Outgoing
@@ -249,7 +249,11 @@ class HttpExecutor:
             calls += 1
             progress.attempts = calls
             started = time.monotonic()
-            result = await self._attempt(task.target.timeout_seconds, request, credentials)
+            try:
+                result = await self._attempt(task.target.timeout_seconds, request, credentials)
+            except TooLateToSend:
+                progress.attempts = calls - 1  # nothing of it was sent
+                raise
             progress.http_status, progress.response_excerpt = result.status, result.excerpt
             log_result(task, run, calls, result, time.monotonic() - started)
             if result.status == 401 and credentials.oauth2_secret is not None and not refreshed:
@@ -296,6 +300,8 @@ class HttpExecutor:
                         answer = await read_answer(exchanged, built, limit, secrets)
         except TokenError as exc:
             return CallResult(error=scrub(str(exc), credentials.secrets), retryable=exc.retryable)
+        except TooLateToSend:
+            raise  # not a failed attempt: the run's limit stops the call (its engine says)
         except Exception as exc:
             failure = describe(exc, lenient_url(request.url), timeout)
             if failure.message.startswith("unexpected error"):
