@@ -249,9 +249,9 @@ async def test_without_template_strings_are_sent_as_written(
             id="no-lipsum",
         ),
         pytest.param(
-            {
+            {  # ~2 ms a search ('y' alone is one memchr, ~9 µs: within the steps)
                 "body": "{% set s = 'x' * 999999 %}"
-                "{% for i in range(100000) %}{{ 'y' in s }}{% endfor %}"
+                "{% for i in range(100000) %}{{ 'xy' in s }}{% endfor %}"
             },
             "target.body",
             "SecurityError: the template used more than 1 s of CPU",
