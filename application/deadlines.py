@@ -1,30 +1,39 @@
-"""Time limits on a call: one that reads what has already arrived before it stops the
-call, and one that no request may be sent past.
+"""Time limits on a call that read what has already arrived before they stop the call,
+and that no request is sent past.
 
-`asyncio.timeout` cancels its task from the timer's own callback. A process frozen past
-the limit (a stopped process, a paused VM) wakes with the timer expired and an answer
-that came meanwhile waiting in the socket: the event loop hands the socket's data to
-its protocol first, but the task that waits for it runs a turn later, after the timer
-has cancelled it. The call then read as stopped, though the target had answered.
+A process frozen past a limit (a stopped process, a paused VM, a long pause of the
+collector) wakes with the limit's timer expired and an answer that came meanwhile
+waiting in the socket. Two things would then stop the call though the target answered:
 
-`deadline` expires one turn of the event loop later than its timer: the task woken by
-data already there runs first, and the limit stops only a call still waiting.
+- `asyncio.timeout` cancels its task from the timer's own callback; the task woken by the
+  data runs a turn later. `deadline` expires one turn later than its timer.
+- On Linux a stopped process's `epoll_wait` returns EINTR when it is continued, and
+  Python ends that poll with no event once its timeout has passed: the timers run in a
+  turn that has not seen the socket at all. So a timer that fires `STALL` or more past
+  its time (the event loop itself was held up) is set once more, `GRACE` on (`Expiry`):
+  what arrived is read meanwhile, and a call still waiting is stopped then.
 
-That turn must not let a request out. A frozen process also wakes with other timers
-expired (a retry's wait, say) whose tasks run in that same turn, and one of them could
-send a request after a run's lease had expired, where another replica may already run
-the occurrence (docs/reliability.md, "The zombie rule"). So a `deadline` that bounds
-sends (`bounds_sends=True`: the engine's, a run's lease) is also read by the clock at
-the moment a request would go out (`check_may_send`, called by the executor's
-transport): past it, nothing is written.
+Neither may let a request out. A frozen process also wakes with other timers expired (a
+retry's wait, say) whose tasks run meanwhile, and one of them could send a request after
+a run's lease had expired, when another replica may already run the occurrence
+(docs/reliability.md, "The zombie rule"). So a `deadline` that bounds sends
+(`bounds_sends=True`: the engine's, a run's budget) is also read by the clock at the
+moment a request would be written (`check_may_send`, called by the executor's
+connections): past it, nothing is sent, grace or not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
+
+# A timer this late was held up with its whole event loop, not by the calls it serves.
+STALL = 0.5
+# How long after such a stall a limit waits for what arrived meanwhile to be read.
+GRACE = 1.0
 
 # The event loop's time past which the current task may send no request.
 _send_by: ContextVar[float] = ContextVar("send_by", default=math.inf)
@@ -37,32 +46,62 @@ class TooLateToSend(Exception):
 
 def check_may_send() -> None:
     """Raise TooLateToSend when the limit of an enclosing `deadline(bounds_sends=True)`
-    has passed, by the clock, whether or not its timer has fired yet."""
+    has passed, by the clock, whether or not its timer has fired (or been graced)."""
     if asyncio.get_running_loop().time() >= _send_by.get():
         raise TooLateToSend("the call's time limit passed before its request was sent")
 
 
-class deadline:  # lower case: used as `async with deadline(seconds)`, as asyncio.timeout
-    """`asyncio.timeout(seconds)`, expiring one turn of the event loop after its timer;
-    with `bounds_sends`, also the instant past which `check_may_send` refuses."""
+class Expiry:
+    """`expire()` called `seconds` from now, or, when its timer fires `STALL` or more
+    late, once more `GRACE` after that (see the module's docstring)."""
 
-    __slots__ = ("_bounds_sends", "_handle", "_seconds", "_timeout", "_token")
+    __slots__ = ("_expire", "_graced", "_handle", "_when")
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, seconds: float, expire: Callable[[], None]
+    ) -> None:
+        self._expire = expire
+        self._graced = False
+        # A limit already past (a call that started after its budget was spent) is due
+        # now: only the event loop's own delay from here can read as a stall.
+        self._when = loop.time() + max(seconds, 0.0)
+        self._handle = loop.call_at(self._when, self._fire, loop)
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        if not self._graced and now - self._when >= STALL:
+            self._graced = True
+            self._when = now + GRACE
+            self._handle = loop.call_at(self._when, self._fire, loop)
+            return
+        self._expire()
+
+    def cancel(self) -> None:
+        self._handle.cancel()
+
+
+class deadline:  # lower case: used as `async with deadline(seconds)`, as asyncio.timeout
+    """`asyncio.timeout(seconds)`, expiring one turn of the event loop after its timer,
+    and a grace later after a stall (`Expiry`); with `bounds_sends`, also the instant
+    past which `check_may_send` refuses (never graced)."""
+
+    __slots__ = ("_bounds_sends", "_expiry", "_seconds", "_timeout", "_token")
 
     def __init__(self, seconds: float | None, *, bounds_sends: bool = False) -> None:
         self._seconds = seconds
         self._bounds_sends = bounds_sends
         self._timeout = asyncio.timeout(None)
-        self._handle: asyncio.TimerHandle | None = None
+        self._expiry: Expiry | None = None
         self._token: Token[float] | None = None
 
     async def __aenter__(self) -> deadline:
         await self._timeout.__aenter__()
         if self._seconds is not None:
             loop = asyncio.get_running_loop()
-            when = loop.time() + self._seconds
-            self._handle = loop.call_at(when, self._expire, loop)
             if self._bounds_sends:
+                when = loop.time() + self._seconds
                 self._token = _send_by.set(min(when, _send_by.get()))
+            self._expiry = Expiry(loop, self._seconds, lambda: self._expire(loop))
         return self
 
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -76,8 +115,8 @@ class deadline:  # lower case: used as `async with deadline(seconds)`, as asynci
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self._token is not None:
             _send_by.reset(self._token)
         await self._timeout.__aexit__(exc_type, exc, traceback)  # raises TimeoutError

@@ -11,6 +11,7 @@ from typing import cast
 import httpx
 
 from adapters.http.guard import OutboundGuard
+from application.deadlines import Expiry
 
 READ_SIZE = 64 * 1024
 # A stream stops reading from its socket while this much is buffered and unread.
@@ -78,15 +79,17 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 async def wait_or_expire(waiter: asyncio.Future[None], seconds: float | None) -> None:
     """Wait for `waiter`; raise TimeoutError after `seconds` (None: no limit).
 
-    One timer handle: cheaper than an `asyncio.timeout` scope around every read."""
+    One timer: cheaper than an `asyncio.timeout` scope around every read. It gives what
+    arrived while the process was frozen its time to be read (application/deadlines.py).
+    """
     if seconds is None:
         await waiter
         return
-    handle = asyncio.get_running_loop().call_later(seconds, _expire, waiter)
+    expiry = Expiry(asyncio.get_running_loop(), seconds, lambda: _expire(waiter))
     try:
         await waiter
     finally:
-        handle.cancel()
+        expiry.cancel()
 
 
 class Stream:
