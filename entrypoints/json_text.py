@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from domain.errors import InvalidRequest
+from entrypoints.json_members import REPEATED, RepeatedMember, loads
 
 
 class _NotJson(ValueError):
@@ -30,11 +31,14 @@ def _finite(text: str) -> float:
 def read_json(text: str, field: str, name: str = "") -> Any:
     """The value `text` holds. Raises InvalidRequest on `field`, its message led by
     `name` (a file's path) when given: a syntax error with its line and column, a value
-    nested past what Python parses, an integer of more digits than it converts, and
-    what JSON has not though Python reads it (NaN, Infinity, 1e400)."""
+    nested past what Python parses, an integer of more digits than it converts, a member
+    an object gives twice, and what JSON has not though Python reads it (NaN, Infinity,
+    1e400)."""
     lead = f"{name} " if name else ""
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+        return loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except RepeatedMember as exc:
+        raise InvalidRequest(field, f"{lead}{exc.field}: {REPEATED}") from None
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise InvalidRequest(field, f"{lead}is not JSON: {exc.msg} at {where}") from None

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from application.patching import unknown_removals
 from domain.errors import InvalidRequest
 from domain.validation import NUL_MESSAGE, FieldError, described, field_errors, json_type, nul_at
+from entrypoints.json_members import REPEATED, RepeatedMember, loads
 
 if TYPE_CHECKING:  # only in signatures Litestar never inspects
     from litestar import Request
@@ -108,15 +109,14 @@ class JsonBody(_Body[M]):
         self._check_media_type()
         if value.startswith(codecs.BOM_UTF8):  # pydantic's parser would say "expected value"
             raise malformed(_BOM)
-        not_numbers = any(word in value for word in _NOT_JSON_NUMBERS)
-        if not_numbers or _NUL_ESCAPE in value:  # else pydantic's parser alone reads it
-            decoded: object = None
-            try:
-                decoded = read_json(value)
-            except (ValueError, RecursionError) as exc:  # read_json says what is wrong
-                if not_numbers:
-                    raise _unreadable(exc) from None
-                # Not JSON: the validation below says so.
+        decoded: object = None
+        try:
+            decoded = read_json(value)  # a member given twice, which pydantic's parser keeps
+        except (ValueError, RecursionError) as exc:  # read_json says what is wrong
+            if isinstance(exc, InvalidRequest) or any(w in value for w in _NOT_JSON_NUMBERS):
+                raise _unreadable(exc) from None
+            # Not JSON: the validation below says so.
+        if _NUL_ESCAPE in value:
             refuse_nul(decoded)
         try:
             return self.model_type.model_validate_json(value, strict=True)
@@ -254,8 +254,11 @@ def malformed(reason: str) -> ClientException:
     return ClientException(status_code=400, detail=f"the request body is not valid JSON: {reason}")
 
 
-def _unreadable(exc: Exception) -> ClientException:
-    """The 400 for a body `json.loads` could not read."""
+def _unreadable(exc: Exception) -> Exception:
+    """The 400 for a body `json.loads` could not read; the 422 naming a member it gives
+    twice."""
+    if isinstance(exc, InvalidRequest):
+        return exc
     if isinstance(exc, RecursionError):
         return ClientException(
             status_code=400,
@@ -271,14 +274,18 @@ def _reject_constant(name: str) -> Any:
 def read_json(value: bytes) -> Any:
     """A body read as JSON text is exchanged (RFC 8259): UTF-8, without a byte order
     mark, as pydantic's parser reads the bodies of the other routes (`json.loads` would
-    also take UTF-16 and UTF-32, and a mark). Raises ValueError saying what is wrong."""
+    also take UTF-16 and UTF-32, and a mark). Raises ValueError saying what is wrong:
+    InvalidRequest naming a member an object gives twice."""
     if value.startswith(codecs.BOM_UTF8):
         raise ValueError(_BOM)
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ValueError(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    return json.loads(text, parse_constant=_reject_constant)
+    try:
+        return loads(text, parse_constant=_reject_constant)
+    except RepeatedMember as exc:
+        raise InvalidRequest(exc.field, REPEATED) from None
 
 
 _BOM = "it starts with a byte order mark: send UTF-8 without one"

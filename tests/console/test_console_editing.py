@@ -126,6 +126,15 @@ async def test_a_refused_definition_comes_back_as_typed_and_nothing_is_written(
         "/ui/new-task", data={"csrf_token": csrf, "definition": json.dumps(nul)}
     )
     assert set(errors_of(named.text)) == {"description"}  # as the API's 422 names it
+    twice = json.dumps(guarded | {"target": {"url": "http://127.0.0.1:9/"}, "enabled": False})
+    twice = twice[:-1] + ', "enabled": true}'  # the first would be dropped silently
+    repeated = await open_console.post(
+        "/ui/new-task", data={"csrf_token": csrf, "definition": twice}
+    )
+    assert repeated.status_code == 422 and text_of(repeated.text) == twice
+    assert errors_of(repeated.text)["definition"] == (
+        "enabled: given twice in one object: give each member once"
+    )
     assert await _tasks(open_console) == []
 
 

@@ -126,6 +126,11 @@ def test_what_the_apply_refuses_is_named_with_its_exit_code(
         refused_odd = run_cli("apply", str(odd), *auth)
         assert refused_odd.returncode == 65, refused_odd.stderr
         assert "is not JSON the API reads" in refused_odd.stderr
+    twice = tmp_path / "twice.json"  # json.loads would keep the last and drop the first
+    twice.write_text('[{"name": "x", "enabled": false, "enabled": true}]')
+    repeated = run_cli("apply", str(twice), *auth)
+    assert repeated.returncode == 65, repeated.stderr
+    assert f"FILE: {twice} 0.enabled: given twice in one object" in repeated.stderr
 
     # What deletes or writes is said on the command line: a file holding `prune` (which
     # once deleted every task not listed without --prune) or `dry_run` is refused.
