@@ -65,6 +65,16 @@ SCOPE_COVERS = sql.SQL(
 )
 
 
+# The queued runs among `run_ids`, locked in the queue's order (time, then id), as every
+# writer of several locks them (docs/storage.md, "Lock order"): start_queued's and
+# cancel_queued_runs's `queue`.
+LOCK_QUEUED_RUNS = sql.SQL(
+    "SELECT scheduled_for, id FROM {schema}.runs"
+    " WHERE id = ANY(%(run_ids)b::uuid[]) AND status = 'queued'"
+    " ORDER BY scheduled_for, id FOR NO KEY UPDATE"
+)
+
+
 def scope_params(scope: HoldScope) -> dict[str, object]:
     """The parameters of `{scope_covers}` for `scope`."""
     return {"names": sorted(scope.names), "prune": scope.prune, "tag": scope.tag}
@@ -72,11 +82,12 @@ def scope_params(scope: HoldScope) -> dict[str, object]:
 
 def bind_queries(schema: str) -> dict[str, bytes]:
     """Every block with `{schema}`, `{task_columns}`, `{task_names}`, `{run_columns}`,
-    `{spec_state}`, `{spec_state_of_t}` (its columns those of the table aliased `t`) and
-    `{scope_covers}` filled in, rendered once to bytes so that psycopg can prepare
-    each one."""
+    `{spec_state}`, `{spec_state_of_t}` (its columns those of the table aliased `t`),
+    `{scope_covers}` and `{lock_queued_runs}` filled in, rendered once to bytes so that
+    psycopg can prepare each one."""
     fields = {
         "scope_covers": SCOPE_COVERS,
+        "lock_queued_runs": LOCK_QUEUED_RUNS.format(schema=sql.Identifier(schema)),
         "schema": sql.Identifier(schema),
         "task_columns": sql.SQL(", ").join(map(_task_column, TASK_COLUMNS)),
         "task_names": sql.SQL(", ").join(map(sql.Identifier, TASK_COLUMNS)),

@@ -694,11 +694,7 @@ WHERE id IN (SELECT r.task_id FROM {schema}.runs AS r WHERE r.id = ANY(%(run_ids
 -- longer queued (cancelled meanwhile) is left as it is. Queued runs are locked in the
 -- queue's order (time, then id) by every writer of several: the scan of a partitioned
 -- table goes partition by partition, the default one last (docs/storage.md, "Lock order").
-WITH queue AS (
-    SELECT scheduled_for, id FROM {schema}.runs
-    WHERE id = ANY(%(run_ids)b::uuid[]) AND status = 'queued'
-    ORDER BY scheduled_for, id FOR NO KEY UPDATE
-), start AS (
+WITH queue AS ({lock_queued_runs}), start AS (
     SELECT * FROM unnest(
         %(run_ids)b::uuid[], %(started_at)b::timestamptz[],
         %(lease_expires_at)b::timestamptz[], %(replica)b::text[]
@@ -722,11 +718,7 @@ SELECT {run_columns} FROM started;
 -- cancel_queued_runs --
 -- Cancel these queued runs uncalled, each with its error, locked in the queue's order
 -- (see start_queued).
-WITH queue AS (
-    SELECT scheduled_for, id FROM {schema}.runs
-    WHERE id = ANY(%(run_ids)b::uuid[]) AND status = 'queued'
-    ORDER BY scheduled_for, id FOR NO KEY UPDATE
-)
+WITH queue AS ({lock_queued_runs})
 UPDATE {schema}.runs AS r SET status = 'cancelled', finished_at = %(now)s, error = c.new_error
 FROM unnest(%(run_ids)b::uuid[], %(errors)b::text[]) AS c (run_id, new_error)
 WHERE r.id = ANY(%(run_ids)b::uuid[]) AND r.id = c.run_id AND r.status = 'queued'
