@@ -6,20 +6,24 @@ collector) wakes with the limit's timer expired and an answer that came meanwhil
 waiting in the socket. Two things would then stop the call though the target answered:
 
 - `asyncio.timeout` cancels its task from the timer's own callback; the task woken by the
-  data runs a turn later. `deadline` expires one turn later than its timer.
+  data runs a turn later.
 - On Linux a stopped process's `epoll_wait` returns EINTR when it is continued, and
   Python ends that poll with no event once its timeout has passed: the timers run in a
-  turn that has not seen the socket at all. So a timer that fires `STALL` or more past
-  its time (the event loop itself was held up) is set once more, `GRACE` on (`Expiry`):
-  what arrived is read meanwhile, and a call still waiting is stopped then.
+  turn that has not seen the socket at all, however shortly past their time the
+  process was continued.
 
-Neither may let a request out. A frozen process also wakes with other timers expired (a
-retry's wait, say) whose tasks run meanwhile, and one of them could send a request after
-a run's lease had expired, when another replica may already run the occurrence
-(docs/reliability.md, "The zombie rule"). So a `deadline` that bounds sends
+So a limit (`Expiry`) waits `HOPS` more turns of the event loop once its timer has
+fired: the first polls the sockets and hands what arrived to its connection, the second
+runs the task that data woke, which ends the call before the limit stops it. A call
+still waiting is stopped then, a few callbacks later than its time.
+
+Those turns must not let a request out. A frozen process also wakes with other timers
+expired (a retry's wait, say) whose tasks run meanwhile, and one of them could send a
+request after a run's lease had expired, when another replica may already run the
+occurrence (docs/reliability.md, "The zombie rule"). So a `deadline` that bounds sends
 (`bounds_sends=True`: the engine's, a run's budget) is also read by the clock at the
 moment a request would be written (`check_may_send`, called by the executor's
-connections): past it, nothing is sent, grace or not.
+connections): past it, nothing is sent.
 """
 
 from __future__ import annotations
@@ -30,10 +34,8 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from types import TracebackType
 
-# A timer this late was held up with its whole event loop, not by the calls it serves.
-STALL = 0.5
-# How long after such a stall a limit waits for what arrived meanwhile to be read.
-GRACE = 1.0
+# Turns of the event loop a limit waits after its timer fired (see above).
+HOPS = 2
 
 # The event loop's time past which the current task may send no request.
 _send_by: ContextVar[float] = ContextVar("send_by", default=math.inf)
@@ -52,27 +54,22 @@ def check_may_send() -> None:
 
 
 class Expiry:
-    """`expire()` called `seconds` from now, or, when its timer fires `STALL` or more
-    late, once more `GRACE` after that (see the module's docstring)."""
+    """`expire()` called `HOPS` turns of the event loop after `seconds` from now (see the
+    module's docstring)."""
 
-    __slots__ = ("_expire", "_graced", "_handle", "_when")
+    __slots__ = ("_expire", "_handle", "_hops")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, seconds: float, expire: Callable[[], None]
     ) -> None:
         self._expire = expire
-        self._graced = False
-        # A limit already past (a call that started after its budget was spent) is due
-        # now: only the event loop's own delay from here can read as a stall.
-        self._when = loop.time() + max(seconds, 0.0)
-        self._handle = loop.call_at(self._when, self._fire, loop)
+        self._hops = HOPS
+        self._handle: asyncio.Handle = loop.call_later(seconds, self._fire, loop)
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
-        now = loop.time()
-        if not self._graced and now - self._when >= STALL:
-            self._graced = True
-            self._when = now + GRACE
-            self._handle = loop.call_at(self._when, self._fire, loop)
+        if self._hops:
+            self._hops -= 1
+            self._handle = loop.call_soon(self._fire, loop)
             return
         self._expire()
 
@@ -81,9 +78,9 @@ class Expiry:
 
 
 class deadline:  # lower case: used as `async with deadline(seconds)`, as asyncio.timeout
-    """`asyncio.timeout(seconds)`, expiring one turn of the event loop after its timer,
-    and a grace later after a stall (`Expiry`); with `bounds_sends`, also the instant
-    past which `check_may_send` refuses (never graced)."""
+    """`asyncio.timeout(seconds)`, expiring a few turns of the event loop after its timer
+    (`Expiry`); with `bounds_sends`, also the instant past which `check_may_send`
+    refuses, by the clock."""
 
     __slots__ = ("_bounds_sends", "_expiry", "_seconds", "_timeout", "_token")
 
@@ -106,7 +103,7 @@ class deadline:  # lower case: used as `async with deadline(seconds)`, as asynci
 
     def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
         # Due now: asyncio.Timeout schedules its cancel with call_soon, behind the tasks
-        # that this turn's data has already woken.
+        # that data has already woken.
         self._timeout.reschedule(loop.time())
 
     async def __aexit__(

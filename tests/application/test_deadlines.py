@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from application.deadlines import GRACE, deadline
+from application.deadlines import deadline
 
 
 async def test_what_arrived_while_the_process_was_frozen_is_read_before_the_limit() -> None:
@@ -60,11 +60,11 @@ async def test_a_cancel_from_outside_is_not_taken_for_the_limit() -> None:
         await task
 
 
-async def test_a_limit_already_past_stops_at_once_with_no_grace() -> None:
-    """A budget spent before the call began (it waited for a slot): the timer is due at
-    once, which is no stall of the event loop, so nothing waits for a grace."""
+async def test_a_limit_already_past_stops_at_once() -> None:
+    """A budget spent before the call began (it waited for a slot): due at once, a few
+    turns of the event loop later, not after some time of grace."""
     started = time.monotonic()
     with pytest.raises(TimeoutError):
         async with deadline(-5):
             await asyncio.sleep(10)
-    assert time.monotonic() - started < GRACE / 2
+    assert time.monotonic() - started < 1
