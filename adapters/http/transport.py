@@ -42,6 +42,7 @@ import httpx
 from adapters.http.connections import Connection, Head, Key, Wire, wire
 from adapters.http.guard import OutboundGuard
 from adapters.http.streams import GuardedNetworkBackend, wait_or_expire
+from application.deadlines import check_may_send
 
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
 
@@ -113,6 +114,7 @@ class _Pool:
                 woken = True
 
     async def _connect(self, key: Key, sni: str | None, seconds: float | None) -> Connection:
+        check_may_send()  # no connection is opened for a request that may not be sent
         scheme, raw_host, port = key
         host = raw_host.decode("ascii")
         stream = await self._backend.connect_tcp(host, port, seconds)

@@ -44,6 +44,8 @@ async def executor() -> AsyncIterator[HttpExecutor]:
     await executor.close()
 
 
+# The retry's connection: the first's, kept alive, or a new one (the target closed it).
+@pytest.mark.parametrize("headers", [{}, {"Connection": "close"}], ids=["kept", "new"])
 async def test_a_retry_due_during_a_stall_past_the_budget_is_not_sent(
     store: InMemoryTaskStore,
     clock: FakeClock,
@@ -51,9 +53,10 @@ async def test_a_retry_due_during_a_stall_past_the_budget_is_not_sent(
     executor: HttpExecutor,
     recording_target: RecordingTarget,
     caplog: pytest.LogCaptureFixture,
+    headers: dict[str, str],
 ) -> None:
     caplog.set_level(logging.INFO, "scheduler")
-    recording_target.respond("/", Response(503, b"busy"), Response(200, b"done"))
+    recording_target.respond("/", Response(503, b"busy", headers), Response(200, b"done"))
     retry = RetryPolicy(max_attempts=2, backoff_seconds=RETRY_WAIT)
     task = await store.create_task(
         make_task(IntervalTrigger(every=3600), enabled=False, url=recording_target.url("/"),
@@ -77,6 +80,7 @@ async def test_a_retry_due_during_a_stall_past_the_budget_is_not_sent(
     [run] = await eventually(lambda: finished_runs(store, task), "the stopped call")
 
     assert len(recording_target.received()) == 1  # the retry was never sent
+    # Nor counted: refused before its request was written (or its connection opened).
     assert (run.status, run.error, run.attempts, run.http_status) == (
         RunStatus.FAILED, LEASE_ERROR, 1, 503
     )  # fmt: skip
