@@ -22,8 +22,9 @@ expired (a retry's wait, say) whose tasks run meanwhile, and one of them could s
 request after a run's lease had expired, when another replica may already run the
 occurrence (docs/reliability.md, "The zombie rule"). So a `deadline` that bounds sends
 (`bounds_sends=True`: the engine's, a run's budget) is also read by the clock at the
-moment a request would be written (`check_may_send`, called by the executor's
-connections): past it, nothing is sent.
+moment a request would be written or a connection for it opened (`check_may_send`,
+called by the executor's connections and pool: every request, also one sent through
+httpx's own client, goes through them): past it, nothing is sent.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class TooLateToSend(Exception):
 
 def check_may_send() -> None:
     """Raise TooLateToSend when the limit of an enclosing `deadline(bounds_sends=True)`
-    has passed, by the clock, whether or not its timer has fired (or been graced)."""
+    has passed, by the clock, whether or not its timer has fired yet."""
     if asyncio.get_running_loop().time() >= _send_by.get():
         raise TooLateToSend("the call's time limit passed before its request was sent")
 

@@ -180,9 +180,8 @@ class RunRunner:
                 lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
                 # An answer that came while this process was frozen past the budget is
-                # read before the budget stops the call (application/deadlines.py).
-                # Bounds sends too: a request is not sent past the budget by the clock,
-                # though its timer has not fired yet (after a stall).
+                # read before the budget stops the call, but no request is sent past it
+                # by the clock (application/deadlines.py).
                 budget = self._budget(claimed, started_at)
                 async with deadline(budget, bounds_sends=True):
                     outcome = await self._executor.execute(task, run, task.last_run_at, progress)

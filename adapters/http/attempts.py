@@ -15,7 +15,6 @@ from adapters.http.connections import Head
 from adapters.http.failures import excerpt as excerpt_of
 from adapters.http.failures import read_excerpt
 from adapters.http.transport import Body
-from application.deadlines import check_may_send
 from domain.runs import Run
 from domain.tasks import Task
 
@@ -78,7 +77,6 @@ async def send_through_client(
 ) -> Answer:
     """The answer of `request` sent through `client`'s own layers (a URL with userinfo,
     which httpx turns into Basic auth)."""
-    check_may_send()  # as adapters/http/connections.py
     response = await client.send(request, stream=True)
     try:
         excerpt = await read_excerpt(response.aiter_bytes(), limit, secrets)

@@ -17,10 +17,10 @@ URL = "http://127.0.0.1:9/"
 JSON_TYPE = {"content-type": "application/json"}
 
 
-def repeating(data: dict[str, Any], path: list[str], member: str, value: Any) -> bytes:
+def repeating(data: dict[str, Any], path: list[str | int], member: str, value: Any) -> bytes:
     """`data` as JSON text, the object at `path` ending with `member` once more."""
     text = json.dumps(data)
-    inner = data
+    inner: Any = data
     for key in path:
         inner = inner[key]
     assert member in inner
@@ -50,7 +50,7 @@ async def test_a_member_given_twice_is_a_422_naming_it_and_nothing_is_written(
         ),
         "apply": (
             "post", "/tasks/apply",
-            repeating({"tasks": [body]}, ["tasks", 0], "enabled", True),  # type: ignore[list-item]
+            repeating({"tasks": [body]}, ["tasks", 0], "enabled", True),
             "tasks.0.enabled",
         ),
         "PUT /calendars/office": (
