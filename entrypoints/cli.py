@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
@@ -27,6 +26,7 @@ from entrypoints.cli_api import add_commands as add_api_commands
 from entrypoints.cli_apply import add_command as add_apply_command
 from entrypoints.container import build_container
 from entrypoints.database_wait import driver_reason, initialize_unless_stopped
+from entrypoints.json_text import read_json
 from entrypoints.logs import configure_logging
 from entrypoints.runtime import log
 from entrypoints.serving import ListenError, serve
@@ -168,10 +168,7 @@ def calendar_file(path: str, *, today: date) -> Calendar:
     name = Path(path).stem
     if path.lower().endswith((".ics", ".ical")) or text.lstrip().startswith("BEGIN:VCALENDAR"):
         return calendar_from_ics(name, text, field="--calendar", today=today)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidRequest("--calendar", f"line {exc.lineno}: not JSON: {exc.msg}") from None
+    data = read_json(text, "--calendar", path)
     if not isinstance(data, dict):
         raise InvalidRequest("--calendar", "a JSON calendar is an object")
     try:

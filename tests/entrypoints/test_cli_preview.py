@@ -194,7 +194,8 @@ def test_preview_tries_a_dst_policy_and_a_calendar_file(
         (["--dst", "gap=never"], "--dst gap: Input should be"),
         (["--dst", "gaps=skip"], "--dst: 'gaps=skip': write gap=VALUE"),
         (["--calendar", "bad.ics"], "--calendar: line 3 does not parse as iCalendar"),
-        (["--calendar", "bad.json"], "--calendar: line 2: not JSON"),
+        (["--calendar", "bad.json"], "bad.json is not JSON: Expecting value at line 2"),
+        (["--calendar", "twice.json"], "twice.json weekdays: given twice in one object"),
         (["--calendar", "dates.json"], "--calendar.dates.0: "),
     ],
 )
@@ -203,6 +204,7 @@ def test_preview_rejects_a_bad_policy_or_calendar_file(
 ) -> None:
     (tmp_path / "bad.ics").write_text("BEGIN:VCALENDAR\nVERSION:2.0\nnot a line\nEND:VCALENDAR\n")
     (tmp_path / "bad.json").write_text('{\n  "weekdays": [SAT]\n}')
+    (tmp_path / "twice.json").write_text('{"weekdays": ["SAT"], "weekdays": ["SUN"]}')
     (tmp_path / "dates.json").write_text('{"dates": ["2026-02-30"]}')
     args = [str(tmp_path / a) if a.endswith((".ics", ".json")) else a for a in args]
     code = main(["preview", "0 9 * * *", *args])
