@@ -114,6 +114,10 @@ class TriggerLoop:
         """Run a claimed run (a manual fire) on this engine, under its ceiling."""
         self._runs.dispatch(claimed)
 
+    def busy(self) -> str | None:
+        """Why a manual fire would wait for a call slot of this process (see RunRunner)."""
+        return self._runs.busy()
+
     async def stop(self) -> None:
         """Stop claiming, let in-flight runs finish up to `drain_timeout`, cancel the
         rest and record them FAILED, and return when nothing is left running."""

@@ -15,6 +15,7 @@ from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import CallProgress, Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
+from domain.manual_runs import REPLICA_BUSY
 from domain.overlap import CANCELLED_BY_REQUEST
 from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
 
@@ -77,6 +78,13 @@ class RunRunner:
         self._cancellable.add(run.id)
         self._tasks[run.id] = asyncio.create_task(self._execute(claimed), name=f"run {run.id}")
         self._observer.in_flight(len(self._tasks))
+
+    def busy(self) -> str | None:
+        """Why a run dispatched now would wait for one of this process's call slots, or
+        None when one is free."""
+        if self._semaphore.locked():
+            return REPLICA_BUSY.format(limit=self._settings.max_concurrent_runs)
+        return None
 
     def dispatch_all(self, started: list[ClaimedRun]) -> None:
         """Run queued runs the store started on this engine (in freed slots)."""

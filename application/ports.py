@@ -187,6 +187,11 @@ class RunDispatcher(Protocol):
         observer. Returns at once."""
         ...
 
+    def busy(self) -> str | None:
+        """Why a run dispatched now would wait for its call (every one of this process's
+        call slots is taken), or None when it would start at once."""
+        ...
+
 
 class EngineTestHooks(Engine, RunDispatcher, Protocol):
     """The test protocol both engines fill (`TriggerLoop`, the APScheduler adapter):

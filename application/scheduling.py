@@ -186,9 +186,15 @@ class SchedulingService:
 
     async def fire_now(self, ref: str | UUID) -> Run:
         """Start a manual run at once (also for a paused task), unless the task already
-        has `max_running_instances` runs in flight (then the run is recorded SKIPPED)."""
+        has `max_running_instances` runs in flight or this process makes as many calls as
+        it may (then the run is recorded SKIPPED)."""
         task = await self.get_task(ref)
-        claimed = await self._store.start_manual_run(task.id, self._clock.now(), self._replica)
+        # Every call slot of this process taken: the run is SKIPPED, said why, rather than
+        # left holding the task's slot while it waits (domain/manual_runs.py).
+        busy = self._dispatcher.busy()
+        claimed = await self._store.start_manual_run(
+            task.id, self._clock.now(), self._replica, busy
+        )
         # A SKIPPED run too: the dispatcher counts and logs a run it does not call, as
         # the engine does with one it claims SKIPPED.
         self._dispatcher.dispatch(claimed)

@@ -214,10 +214,13 @@ class TaskStore(Protocol):
         """
         ...
 
-    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+    async def start_manual_run(
+        self, task_id: UUID, now: datetime, replica: str, busy: str | None = None
+    ) -> ClaimedRun:
         """Record a manual run scheduled for `now` (also for a paused task), taking a lease
-        under the same `max_running_instances` rule (SKIPPED at the limit). The task's
-        schedule is untouched. Raises TaskNotFound."""
+        under the same `max_running_instances` rule (SKIPPED at the limit), or SKIPPED with
+        `busy` as its error when given (the replica has no room for the call: see
+        `domain.manual_runs`). The task's schedule is untouched. Raises TaskNotFound."""
         ...
 
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:

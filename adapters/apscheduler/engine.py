@@ -135,6 +135,10 @@ class APSchedulerEngine:
         """Run a claimed run (a manual fire) on this engine, under its ceiling."""
         self._runs.dispatch(claimed)
 
+    def busy(self) -> str | None:
+        """Why a manual fire would wait for a call slot of this process (see RunRunner)."""
+        return self._runs.busy()
+
     async def stop(self) -> None:
         """Stop firing, let a claim pass in progress end (its runs are dispatched), stop
         APScheduler, then drain in-flight runs as the native loop does."""

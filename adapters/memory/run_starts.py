@@ -8,10 +8,10 @@ from uuid import UUID
 
 from adapters.memory.slots import Occurrence
 from adapters.memory.state import MemoryStoreBase, copy_task
-from domain.claims import claim, claimed_task_fields, resolve_status
+from domain.claims import claim, claimed_task_fields
 from domain.events import claim_events
-from domain.instants import truncate
-from domain.runs import ClaimedRun, RunStatus
+from domain.manual_runs import manual_run
+from domain.runs import ClaimedRun
 
 
 class RunStarts(MemoryStoreBase):
@@ -59,13 +59,13 @@ class RunStarts(MemoryStoreBase):
             self.notifier.notify()
         return claimed
 
-    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+    async def start_manual_run(
+        self, task_id: UUID, now: datetime, replica: str, busy: str | None = None
+    ) -> ClaimedRun:
         async with self._lock:
             task = self._task(task_id)
-            status = resolve_status(
-                RunStatus.RUNNING, self._active_leases(task_id, now), task.max_running_instances
-            )
-            run = self._record_run(task, now, replica, status, truncate(now), 1, manual=True)
+            leases = self._active_leases(task_id, now)
+            run = self._slots.record(manual_run(task, now, replica, leases, busy))
             manual = ClaimedRun(task=copy_task(task), run=run)
             self.outbox.add(claim_events(self._rules, [manual]))
             return manual

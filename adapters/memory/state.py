@@ -16,7 +16,6 @@ from adapters.memory.outbox import MemoryOutbox
 from adapters.memory.slots import Lease, SlotBook
 from adapters.memory.waker import InMemoryNotifier
 from domain.calendars import StoredCalendar
-from domain.claims import new_run
 from domain.errors import (
     InvalidRequest,
     RunNotFound,
@@ -25,7 +24,7 @@ from domain.errors import (
 from domain.events import EventRules, TaskRef
 from domain.history import TaskVersion
 from domain.outcomes import finished
-from domain.runs import Run, RunOutcome, RunStatus
+from domain.runs import Run, RunOutcome
 from domain.tasks import Task
 
 if TYPE_CHECKING:
@@ -86,20 +85,6 @@ class MemoryStoreBase:
             for lease in self._leases.values()
             if lease.task_id == task_id and lease.expires_at > now
         )
-
-    def _record_run(
-        self,
-        task: Task,
-        now: datetime,
-        replica: str,
-        status: RunStatus,
-        scheduled_for: datetime,
-        coalesced: int,
-        *,
-        manual: bool = False,
-    ) -> Run:
-        run = new_run(task, now, replica, status, scheduled_for, coalesced, manual=manual)
-        return self._slots.record(run)
 
     def _finish(self, run: Run, outcome: RunOutcome) -> Run:
         ended = finished(run, outcome)

@@ -24,12 +24,12 @@ from adapters.postgres.slots import (
     place_claim,
 )
 from adapters.postgres.transactions import PostgresStoreBase, Row
-from domain.claims import claim, claimed_task_fields, new_run, resolve_status
+from domain.claims import claim, claimed_task_fields
 from domain.errors import CommitUnanswered, TaskNotFound
 from domain.events import claim_events
-from domain.instants import truncate
+from domain.manual_runs import manual_run
 from domain.overlap import Slots
-from domain.runs import ClaimedRun, RunStatus
+from domain.runs import ClaimedRun
 from domain.tasks import Task
 
 # The store's logger, named as before the store was split into parts.
@@ -114,10 +114,12 @@ class RunStarts(PostgresStoreBase):
         await lock_leases(conn, self._q, self.schema, task_ids)
         return await count_leases(conn, self._q, task_ids, now)
 
-    async def start_manual_run(self, task_id: UUID, now: datetime, replica: str) -> ClaimedRun:
+    async def start_manual_run(
+        self, task_id: UUID, now: datetime, replica: str, busy: str | None = None
+    ) -> ClaimedRun:
         made: list[ClaimedRun] = []
         try:
-            return await self._start_manual_run(task_id, now, replica, made)
+            return await self._start_manual_run(task_id, now, replica, busy, made)
         except CommitUnanswered:
             # Answered 503, the run would wait uncalled for its lease to end it.
             landed = await self._landed([manual.run.id for manual in made])
@@ -127,7 +129,7 @@ class RunStarts(PostgresStoreBase):
             return made[0]
 
     async def _start_manual_run(
-        self, task_id: UUID, now: datetime, replica: str, made: list[ClaimedRun]
+        self, task_id: UUID, now: datetime, replica: str, busy: str | None, made: list[ClaimedRun]
     ) -> ClaimedRun:
         async with self._transaction() as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -137,10 +139,7 @@ class RunStarts(PostgresStoreBase):
             if row is None:
                 raise TaskNotFound(task_id)
             task = to_task(row)
-            status = resolve_status(
-                RunStatus.RUNNING, leases.get(task_id, 0), task.max_running_instances
-            )
-            run = new_run(task, now, replica, status, truncate(now), 1, manual=True)
+            run = manual_run(task, now, replica, leases.get(task_id, 0), busy)
             await conn.execute(self._q["record_manual_run"], manual_run_params(run))
             manual = ClaimedRun(task=task, run=run)
             made.append(manual)

@@ -175,3 +175,25 @@ async def test_manual_runs_take_a_lease_and_leave_the_schedule(store: TaskStore)
     )
     await finish_one(store, run.id, failed(now))
     assert (await store.get_task(task.id)).consecutive_failures == 0  # manual runs don't count
+
+
+async def test_a_manual_run_its_replica_cannot_call_is_skipped_with_the_reason(
+    store: TaskStore,
+) -> None:
+    task = await store.create_task(make_task(enabled=False))
+    busy = "fired on a replica already making its max_concurrent_runs = 2 calls; not called"
+    skipped = await store.start_manual_run(task.id, T0, REPLICA, busy)
+    assert not skipped.should_call
+    assert (skipped.run.status, skipped.run.error, skipped.run.lease_expires_at) == (
+        RunStatus.SKIPPED,
+        busy,
+        None,
+    )
+    assert (await store.get_run(skipped.run.id)).error == busy
+    # It held no slot: the next fire, on a replica with room, is called.
+    called = await store.start_manual_run(task.id, T0 + SECOND, REPLICA)
+    assert called.should_call and called.run.status is RunStatus.RUNNING
+    # With the task's slots full, the task's reason is given, not the replica's.
+    again = await store.start_manual_run(task.id, T0 + 2 * SECOND, REPLICA, busy)
+    assert again.run.status is RunStatus.SKIPPED
+    assert again.run.error == "max_running_instances runs were in flight; not called"

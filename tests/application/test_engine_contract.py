@@ -19,8 +19,8 @@ import pytest
 from adapters.memory import NoopExecutor
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
 from domain.claims import initial_fire_at
-from domain.runs import REPLICA_LOST, RunStatus
-from domain.tasks import RetryPolicy
+from domain.runs import REPLICA_LOST, Run, RunStatus
+from domain.tasks import RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger
 from tests.fixtures.cluster import MINUTE, SECOND, T0, Cluster, key_of, keys, received, statuses
 from tests.fixtures.cluster import cluster as cluster  # fixtures
@@ -384,3 +384,44 @@ async def test_a_manual_run_is_dispatched_on_the_engine(
     engine.dispatch(claimed)
     [run] = await cluster.wait_runs(task, 1)
     assert (run.status, run.manual) == (RunStatus.SUCCEEDED, True)
+
+
+async def test_a_manual_fire_finding_every_call_slot_of_its_replica_taken_is_skipped(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    # Waiting for a call slot would hold the task's slot (its lease) meanwhile, and could
+    # outlast the lease: the run is recorded SKIPPED at once, and says why.
+    recording_target.respond("/held", Response(delay=WAIT))
+    held = await cluster.add(make_task(url=recording_target.url("/held"), enabled=False))
+    other = await cluster.add(make_task(url=recording_target.url("/other"), enabled=False))
+    engine = await cluster.engine(max_concurrent_runs=1)
+
+    async def fire(task: Task) -> Run:  # as the API's fire now does
+        busy = engine.busy()
+        claimed = await cluster.store.start_manual_run(task.id, cluster.clock.now(), "api", busy)
+        engine.dispatch(claimed)
+        return claimed.run
+
+    async def calling() -> bool:
+        return bool(recording_target.received("/held"))
+
+    async def free() -> bool:
+        return engine.busy() is None
+
+    assert await free()
+    first = await fire(held)
+    await eventually(calling, "the held call")
+    skipped = await fire(other)
+    assert (skipped.status, skipped.lease_expires_at) == (RunStatus.SKIPPED, None)
+    assert skipped.error == (
+        "fired on a replica already making its max_concurrent_runs = 1 calls; not called"
+    )
+    recording_target.release()
+    [done] = await cluster.wait_runs(held, 1)
+    assert (done.id, done.status) == (first.id, RunStatus.SUCCEEDED)
+    await eventually(free, "the call slot to free")
+    called = await fire(other)
+    assert called.status is RunStatus.RUNNING
+    runs = await cluster.wait_runs(other, 2)
+    assert sorted(r.status for r in runs) == sorted([RunStatus.SKIPPED, RunStatus.SUCCEEDED])
+    assert len(recording_target.received("/other")) == 1

@@ -226,6 +226,31 @@ async def test_fire_now_at_the_instance_limit_is_skipped(
     assert second.status is RunStatus.SKIPPED
 
 
+async def test_fire_now_on_a_replica_with_every_call_slot_taken_is_skipped(
+    clock: FakeClock, memory_store: InMemoryTaskStore, recording_target: RecordingTarget
+) -> None:
+    recording_target.respond("/slow", Response(delay=5))
+    executor = HttpExecutor()
+    settings = EngineSettings(replica="test:1", max_concurrent_runs=1)
+    engine = TriggerLoop(memory_store, memory_store.new_waker(), executor, clock, settings)
+    service = SchedulingService(memory_store, executor, clock, engine, replica="test:1")
+    try:
+        await service.create_task(task_spec(target={"url": recording_target.url("/slow")}))
+        other = task_spec(name="other", target={"url": recording_target.url("/other")})
+        await service.create_task(other)
+        assert (await service.fire_now("nightly")).status is RunStatus.RUNNING
+        await asyncio.sleep(0)  # the call takes the process's one slot
+        skipped = await service.fire_now("other")
+        assert skipped.status is RunStatus.SKIPPED
+        assert "max_concurrent_runs = 1" in (skipped.error or "")
+        assert (await service.get_run(skipped.id)).error == skipped.error
+    finally:
+        recording_target.release()
+        await engine.stop()
+        await executor.close()
+    assert recording_target.received("/other") == []
+
+
 async def test_cancel_stops_a_running_run_and_a_finished_one_cannot_be_cancelled(
     service: SchedulingService, recording_target: RecordingTarget
 ) -> None:

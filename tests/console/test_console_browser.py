@@ -290,7 +290,8 @@ def test_at_1280_px_no_word_in_a_table_is_broken(
     task = api.post("/tasks", json=body).json()
     target.respond(long_url, Response(503, b"unavailable"))
     run = api.post(f"/tasks/{task['id']}/runs").json()
-    wait_for(lambda: api.get(f"/runs/{run['id']}").json()["status"] == "failed")
+    ended = wait_for(lambda: finished(api, run["id"]), what="the 503 run to end")
+    assert ended["status"] == "failed", ended
     page = new_page(width=1280)
     log_in(page)
     paths = {"tasks": "/ui/", "task": f"/ui/tasks/{task['name']}", "runs": "/ui/runs"}
@@ -316,6 +317,12 @@ def test_at_1280_px_no_word_in_a_table_is_broken(
         }"""
     )
     assert broken == []
+
+
+def finished(api: httpx.Client, run_id: str) -> dict[str, Any] | None:
+    """The run once it has ended; None while it is queued or running."""
+    run: dict[str, Any] = api.get(f"/runs/{run_id}").json()
+    return run if run["status"] not in ("running", "queued") else None
 
 
 def test_a_refresh_that_fails_says_so(new_page: Any) -> None:
