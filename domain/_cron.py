@@ -76,6 +76,9 @@ _EXTENSIONS = (
 _LAST_DAY = re.compile(r"L(?:-([0-9]+))?", re.IGNORECASE)
 _NTH_WEEKDAY = re.compile(r"([0-9]+|[A-Za-z]+)#([0-9]*)")
 _LAST_WEEKDAY = re.compile(r"([0-9]+|[A-Za-z]+?)L", re.IGNORECASE)
+# A year or a range, list or step of years (1970-2999) where six fields put the day of
+# week: a Quartz-style year field, which otherwise reads as an out-of-range weekday.
+_YEAR = re.compile(r"(19[7-9][0-9]|2[0-9]{3})([-,/][0-9]+)*")
 _FIELD_COUNT = (
     "expected 5 fields (minute hour day-of-month month day-of-week), or 6 with a leading"
     " second field"
@@ -95,6 +98,11 @@ def parse(expression: str) -> CronSchedule:
     tokens = [token for token in _FIELD_SEPARATOR.split(text) if token]
     if len(tokens) not in (5, 6):
         raise CronError(f"{_FIELD_COUNT}; got {len(tokens)}")
+    if len(tokens) == 6 and _YEAR.fullmatch(tokens[-1]):
+        raise CronError(
+            f"{tokens[-1]} reads as a year, which cron has no field for: six fields are"
+            " second minute hour day-of-month month day-of-week"
+        )
     fields = _SIX if len(tokens) == 6 else _FIVE
     day_text, weekday_text = tokens[-3], tokens[-1]
     plain_fields = fields[:-3] + fields[-2:-1]

@@ -12,6 +12,10 @@ INVALID_EXPRESSIONS = [
     pytest.param("* * * *", "expected 5 fields", id="too-few-fields"),
     pytest.param("", "got 0", id="empty"),
     pytest.param("0 0 1 1 * 2030 x", "got 7", id="year-field-rejected"),
+    pytest.param(
+        "0 0 1 1 * 2026", "2026 reads as a year, which cron has no field for", id="year-as-sixth"
+    ),
+    pytest.param("0 0 1 1 * 2026-2028", "reads as a year", id="year-range-as-sixth"),
     pytest.param("60 * * * *", "minute field: 60 is out of range 0-59", id="minute-range"),
     pytest.param("0 25 * * *", "hour field: 25 is out of range 0-23", id="hour-range"),
     pytest.param("0 0 0 * *", "day-of-month field: 0 is out of range 1-31", id="day-zero"),
