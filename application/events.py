@@ -356,5 +356,5 @@ class EventListing:
 
 
 def _read_event_cursor(payload: dict[str, Any]) -> tuple[EventStatus | None, EventPageKey]:
-    status = EventStatus(payload["status"]) if payload["status"] else None
+    status = EventStatus(payload["status"]) if payload["status"] is not None else None
     return status, EventPageKey(*read_instant_key(payload["key"]))

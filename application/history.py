@@ -32,7 +32,7 @@ async def task_history(
 
         def read(payload: dict[str, Any]) -> int:
             version = payload["before"]
-            if not isinstance(version, int) or not 1 <= version <= 2**31 - 1:
+            if type(version) is not int or not 1 <= version <= 2**31 - 1:  # not a bool
                 raise ValueError("not a version")
             return version
 

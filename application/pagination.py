@@ -147,7 +147,33 @@ def instant_key(instant: datetime, item_id: UUID) -> list[str]:
 def read_instant_key(key: Any) -> tuple[datetime, UUID]:
     """The (instant, id) of `instant_key`. Raises TypeError or ValueError."""
     instant, item_id = key
-    return datetime.fromisoformat(instant), UUID(item_id)
+    return read_instant(instant), read_uuid(item_id)
+
+
+def read_instant(value: object) -> datetime:
+    """An instant a cursor carries (ISO 8601 text with an offset). Raises TypeError for
+    another type, ValueError for other text: a cursor's contents are the client's."""
+    if not isinstance(value, str):
+        raise TypeError("an instant is text")
+    instant = datetime.fromisoformat(value)
+    if instant.utcoffset() is None:
+        raise ValueError("an instant has an offset")
+    return instant
+
+
+def read_text(value: object) -> str:
+    """Text a cursor carries. Raises TypeError for another type."""
+    if not isinstance(value, str):
+        raise TypeError("not text")
+    return value
+
+
+def read_uuid(value: object) -> UUID:
+    """An id a cursor carries. Raises TypeError for another type than text (`UUID(5)`
+    raises AttributeError), ValueError for text that is not an id."""
+    if not isinstance(value, str):
+        raise TypeError("an id is text")
+    return UUID(value)
 
 
 def _check(data: bytes) -> bytes:

@@ -13,7 +13,10 @@ from application.pagination import (
     instant_key,
     page_of,
     read_cursor,
+    read_instant,
     read_instant_key,
+    read_text,
+    read_uuid,
     same_filters,
 )
 from application.ports import RunFilter, RunPageKey, TaskStore
@@ -145,10 +148,10 @@ def _read(payload: dict[str, Any]) -> tuple[RunFilter, RunPageKey]:
 
     run_filter = RunFilter(
         status=maybe("status", RunStatus),
-        task_id=maybe("task_id", UUID),
-        tag=maybe("tag", str),
-        since=maybe("since", datetime.fromisoformat),
-        until=maybe("until", datetime.fromisoformat),
-        backfill_id=maybe("backfill_id", UUID),
+        task_id=maybe("task_id", read_uuid),
+        tag=maybe("tag", read_text),
+        since=maybe("since", read_instant),
+        until=maybe("until", read_instant),
+        backfill_id=maybe("backfill_id", read_uuid),
     )
     return run_filter, RunPageKey(*key)

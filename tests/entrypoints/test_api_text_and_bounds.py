@@ -110,9 +110,61 @@ async def test_a_forged_task_cursor_is_a_422_naming_cursor(
     assert fields_of(await api.get("/tasks", params={"cursor": cursor})) == ["cursor"]
 
 
+AT = "2026-12-08T00:00:00+00:00"
+ID = "7f3c1a52-9d7e-4c1b-8a43-2f6f1e0b9c11"
+NO_RUN_FILTER = dict.fromkeys(("status", "task_id", "tag", "since", "until", "backfill_id"))
+
+
+@pytest.mark.parametrize(
+    ("listing", "path", "payload"),
+    [
+        (
+            "tasks",
+            "/tasks",
+            {"filter": dict.fromkeys(("enabled", "tag", "name_prefix")), "key": [AT, 5]},
+        ),
+        (
+            "tasks",
+            "/tasks",
+            {"filter": dict.fromkeys(("enabled", "tag", "name_prefix")), "key": [5, ID]},
+        ),
+        (
+            "tasks",
+            "/tasks",
+            {
+                "filter": dict.fromkeys(("enabled", "tag", "name_prefix")),
+                "key": ["2026-12-08T00:00:00", ID],
+            },
+        ),
+        ("runs", "/runs", {"filter": NO_RUN_FILTER, "key": [AT, 5]}),
+        ("runs", "/runs", {"filter": NO_RUN_FILTER | {"backfill_id": 5}, "key": [AT, ID]}),
+        ("runs", "/runs", {"filter": NO_RUN_FILTER | {"task_id": 5}, "key": [AT, ID]}),
+        ("runs", "/runs", {"filter": NO_RUN_FILTER | {"since": 5}, "key": [AT, ID]}),
+        ("runs", "/runs", {"filter": NO_RUN_FILTER | {"tag": 5}, "key": [AT, ID]}),
+        ("events", "/events", {"status": None, "key": [AT, 5]}),
+        ("events", "/events", {"status": 0, "key": [AT, ID]}),
+    ],
+)
+async def test_a_forged_cursor_of_the_wrong_types_is_a_422_naming_cursor(
+    api: Client, listing: str, path: str, payload: dict[str, Any]
+) -> None:
+    # Each content of the right name and the wrong JSON type (an id given as a number, an
+    # instant without an offset): refused as a cursor, never an error of the server.
+    response = await api.get(path, params={"cursor": forged(listing, payload)})
+    assert fields_of(response) == ["cursor"], response.text
+
+
+async def test_a_forged_cursor_of_a_tasks_runs_of_the_wrong_types_is_a_422(api: Client) -> None:
+    task = (await api.post("/tasks", json=cron_task(URL))).json()
+    for key in ([AT, 5], [5, ID], [AT, None]):
+        cursor = forged(f"runs of task {task['id']}", {"status": None, "key": key})
+        response = await api.get(f"/tasks/{task['id']}/runs", params={"cursor": cursor})
+        assert fields_of(response) == ["cursor"], key
+
+
 async def test_a_forged_history_cursor_is_a_422_naming_cursor(api: Client) -> None:
     task = (await api.post("/tasks", json=cron_task(URL))).json()
-    for before in (2**40, "3", 0):
+    for before in (2**40, "3", 0, True):
         cursor = forged(f"history of task {task['id']}", {"before": before})
         response = await api.get(f"/tasks/{task['id']}/history", params={"cursor": cursor})
         assert fields_of(response) == ["cursor"], before
