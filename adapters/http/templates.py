@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
@@ -54,11 +55,14 @@ def rfc3339(instant: datetime) -> str:
 def _printed(value: Any) -> Any:
     """What `{{ expression }}` prints: null (`last_run` before the first run, an unset
     task field) prints as nothing, never as Python's "None", and a boolean as JSON
-    spells it, `true` or `false`, never "True" (docs/api.md, "Templates")."""
+    spells it, `true` or `false`, never "True", and an object or a list as JSON, never
+    as Python's repr (docs/api.md, "Templates")."""
     if value is None:
         return ""
     if value is True or value is False:
         return "true" if value else "false"
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     return value
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -85,17 +86,22 @@ async def test_the_task_as_json_has_no_internal_fields(
             "next": "{{ task.next_run_at }}",
             "manual": "{{ run.manual }}",
             "enabled": "{{ task.enabled }}",
+            "tags": "{{ task.tags }}",
+            "retry": "{{ task.target.retry }}",
         },
     )
 
     await executor.execute(task, make_run(task), None)
 
-    assert recording_target.received()[0].json() == {
+    body = recording_target.received()[0].json()
+    assert body == {
         "next_fire_at": "false",
         "failing": "false",
         "next": "2026-03-09T06:30:00Z",
         "manual": "false",
         "enabled": "true",
+        "tags": json.dumps(task.tags, separators=(",", ":")),  # JSON, never Python's repr
+        "retry": '{"max_attempts":1,"backoff_seconds":1.0,"max_backoff_seconds":60.0}',
     }
 
 
