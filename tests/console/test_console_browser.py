@@ -86,6 +86,7 @@ def test_run_now_shows_the_run_with_its_http_status(
     page.get_by_role("button", name="Run now").click()
     page.wait_for_url("**/ui/runs/*")
     expect()(page.locator("h1")).to_contain_text("running")
+    expect()(page.locator(".facts")).to_contain_text("counted when the run ends")
     # A running run's page refreshes itself (console.js) until the run is over: its
     # facts, and its heading and title with them.
     facts = page.locator(".facts")

@@ -54,6 +54,28 @@ async def test_a_definition_past_the_limit_is_refused_naming_it_not_cut_short(
     assert (await open_console.get("/tasks/too-large")).status_code == 404
 
 
+async def test_a_task_larger_than_a_body_of_the_api_is_refused_though_the_text_fits(
+    open_console: Client,
+) -> None:
+    form = await open_console.get("/ui/new-task")
+    body = cron_task("http://127.0.0.1:9/", name="too-large", trigger=DAILY)
+    body["target"] |= {"method": "POST", "body": {"blob": "x" * 1_100_000}}
+    assert (await open_console.post("/tasks", json=body)).status_code == 413  # as the API
+
+    refused = await open_console.post(
+        "/ui/new-task",
+        data={**hidden_of(form.text, "/ui/new-task"), "definition": json.dumps(body)},
+    )
+
+    assert refused.status_code == 422
+    size = len(json.dumps(body, separators=(",", ":")))
+    assert errors_of(refused.text) == {
+        "definition": f"is {size:,} bytes as compact JSON; a task may be at most 1,048,576"
+        " (1 MiB), as a body of the API"
+    }
+    assert (await open_console.get("/tasks/too-large")).status_code == 404
+
+
 async def test_a_refused_edit_lists_what_changed_since_and_by_whom(open_console: Client) -> None:
     await create(open_console, cron_task("http://127.0.0.1:9/", name="daily", trigger=DAILY), None)
     editor = await open_console.get("/ui/tasks/daily/edit")

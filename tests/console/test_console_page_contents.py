@@ -70,10 +70,14 @@ async def test_the_upcoming_caption_says_what_the_timeline_draws(open_console: C
     # No count of them anywhere (a form's random CSRF token may hold the digits).
     assert not re.search(r"\b672\b", re.sub(r'value="[0-9a-f]+"', "", dense))
     days = (await open_console.get("/ui/tasks/daily")).text
-    assert caption(days).startswith("7 fire times in the next 7 days, 3 more listed below;")
+    assert caption(days).startswith(
+        "7 fire times in the next 7 days, 3 more in the list of next fire times;"
+    )
     assert listed(days) == 10
     none = (await open_console.get("/ui/tasks/later")).text
-    assert caption(none).startswith("0 fire times in the next 7 days, 10 more listed below;")
+    assert caption(none).startswith(
+        "0 fire times in the next 7 days, 10 more in the list of next fire times;"
+    )
     assert listed(none) == 10
     resumed_words = "Paused: these are the fire times it would have if it were resumed now."
     assert resumed_words not in days
@@ -196,8 +200,9 @@ async def test_the_dry_run_shows_the_body_as_it_would_be_sent(open_console: Clie
     assert dry.status_code == 200
     shown = re.search(r'aria-label="The rendered request">(.*?)</pre>', dry.text, re.S)
     assert shown and "<b>" not in shown.group(1)  # escaped, so shown as text
-    last_line = html.unescape(shown.group(1)).splitlines()[-1]
-    assert last_line == """{"zeta":"café & 'tea' <b>","alpha":[1,2]}"""
+    lines = html.unescape(shown.group(1)).splitlines()
+    assert lines[-1] == """{"zeta":"café & 'tea' <b>","alpha":[1,2]}"""
+    assert lines[-2] == ""  # a blank line between the headers and the body, as sent
 
 
 async def test_unknown_console_paths_and_methods_are_console_pages(open_console: Client) -> None:
@@ -304,11 +309,13 @@ async def test_history_shows_the_members_that_changed_each_value_cut_alone(
     assert not any(item.startswith("<code>target</code>") for item in items)
     description = next(item for item in items if item.startswith("<code>description</code>"))
     assert description.endswith(f'<code>"{"x" * 118}…</code>')
-    # Version 1 lists what the task was made with, not the fields it left unset.
+    # Version 1 lists what the task was made with, as values (not changes from null),
+    # and not the fields it left unset.
     first = page.split('id="history-h"')[1].split('id="definition-h"')[0].split("</tr>")[2]
+    assert "<p>Created with:</p>" in first
     made = [html.unescape(item) for item in re.findall(r"<li>(.*?)</li>", first)]
-    assert any(item.startswith("<code>name</code>: <code>null</code> →") for item in made)
-    assert not any(item.endswith("<code>null</code> → <code>null</code>") for item in made)
+    assert '<code>name</code>: <code>"nightly-report"</code>' in made
+    assert not any(item.endswith("<code>null</code>") or "→" in item for item in made)
 
 
 async def test_a_bad_filter_is_named_on_its_list_with_the_form_kept(open_console: Client) -> None:

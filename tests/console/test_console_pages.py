@@ -204,6 +204,8 @@ async def test_with_tokens_the_console_asks_for_one(guarded: Client) -> None:
     assert logout.status_code == 303
     assert "Max-Age=0" in logout.headers["set-cookie"]
     guarded.cookies.clear()
+    landed = await guarded.get(logout.headers["location"])
+    assert '<p class="notice" role="status">You have logged out' in landed.text
     assert (await guarded.get("/ui/", follow_redirects=False)).status_code == 303
 
 

@@ -125,7 +125,7 @@ class ConsoleActions(Controller):
 
     @post("/logout", name="console:logout", opt={MUTATION: False}, include_in_schema=False)
     async def logout(self, request: Request[Any, Any, Any]) -> Redirect:
-        redirect = Redirect("/ui/login", status_code=303)
+        redirect = Redirect("/ui/login?out=1", status_code=303)
         if not current_session(request).anonymous:
             redirect.set_cookie(session_cookie(request, "", clear=True))
         return redirect
@@ -143,6 +143,7 @@ class ConsoleLogin(Controller):
         console_gate: NamedDependency[LoginGate],
         next_page: Annotated[str | None, QueryParameter(name="next", max_length=2000)] = None,
         lost: Annotated[str | None, QueryParameter(max_length=1)] = None,
+        out: Annotated[str | None, QueryParameter(max_length=1)] = None,
     ) -> Response[str]:
         # Without tokens there is nothing to log in with: the page says so.
         error = (
@@ -156,6 +157,7 @@ class ConsoleLogin(Controller):
             error,
             tokens_configured=bool(console_gate.known),
             next_page=return_path(next_page),
+            done="You have logged out: this browser no longer holds your token." if out else None,
         )
 
     @post("/", name="console:login-submit", status_code=303, include_in_schema=False)
@@ -201,6 +203,7 @@ def _login_page(
     *,
     tokens_configured: bool = True,
     next_page: str | None = None,
+    done: str | None = None,
 ) -> Response[str]:
     """The login form, its CSRF token bound to the browser's login cookie; `next_page`
     is where a successful login leads (the console's front page without one)."""
@@ -210,6 +213,7 @@ def _login_page(
         "login.html",
         status_code=status,
         error=error,
+        done=done,
         live=False,
         login_csrf=csrf_token_of(secret),
         tokens_configured=tokens_configured,

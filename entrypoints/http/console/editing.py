@@ -79,6 +79,15 @@ def read_definition(text: str) -> dict[str, Any]:
     data = read_json(text, "definition")
     if not isinstance(data, dict):
         raise InvalidRequest("definition", "must be a JSON object, like the one shown at first")
+    # The API's limit on the task itself (the text's own limit is for its indentation):
+    # else the console would make tasks that no body of the API could send again.
+    size = len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_BODY_BYTES:
+        raise InvalidRequest(
+            "definition",
+            f"is {size:,} bytes as compact JSON; a task may be at most {MAX_BODY_BYTES:,}"
+            " (1 MiB), as a body of the API",
+        )
     return data
 
 
@@ -242,7 +251,7 @@ CHANGES_SHOWN = 20
 
 async def _changes_since(
     scheduling: SchedulingService, task: Task, version: int
-) -> list[tuple[TaskVersion, list[tuple[str, str, str]]]]:
+) -> list[tuple[TaskVersion, list[tuple[str, str | None, str]]]]:
     """The task's versions after `version`, newest first, each with its changed fields
     (as the task page's history shows them)."""
     page = await scheduling.task_history(task.id, CHANGES_SHOWN)
@@ -274,7 +283,7 @@ def _form(
     *,
     made_for: str | None = None,
     conflict: str | None = None,
-    since: list[tuple[TaskVersion, list[tuple[str, str, str]]]] | None = None,
+    since: list[tuple[TaskVersion, list[tuple[str, str | None, str]]]] | None = None,
 ) -> Response[str]:
     """The editor: a new task's (`task` None, no `conflict`), or an edit's, made for the
     task of id `made_for` (by default `task`'s) at `version`. A `conflict` (409) keeps

@@ -15,18 +15,26 @@ _SECRET_PATHS = frozenset(f"target.headers.{name}" for name in CREDENTIAL_HEADER
 _ABSENT = object()
 
 
-def change_lines(changes: dict[str, tuple[Any, Any]]) -> list[tuple[str, str, str]]:
-    """(field, old, new) for each change, by dotted path: `target.url`, not `target`."""
-    lines: list[tuple[str, str, str]] = []
+def change_lines(
+    changes: dict[str, tuple[Any, Any]], *, created: bool = False
+) -> list[tuple[str, str | None, str]]:
+    """(field, old, new) for each change, by dotted path: `target.url`, not `target`. A
+    task's creation (version 1, every old value null) is (field, None, value) for each
+    field set: a value, not a change from null."""
+    if created:
+        return [
+            (f, None, _text(f, new)) for f, (_, new) in sorted(changes.items()) if new is not None
+        ]
+    lines: list[tuple[str, str | None, str]] = []
     for field, (old, new) in sorted(changes.items()):
-        if old != new:  # version 1 lists every field, null → null included: no change
+        if old != new:
             lines.extend(_lines(field, old, new))
     return lines
 
 
-def _lines(path: str, old: Any, new: Any) -> list[tuple[str, str, str]]:
+def _lines(path: str, old: Any, new: Any) -> list[tuple[str, str | None, str]]:
     if isinstance(old, dict) and isinstance(new, dict):
-        found: list[tuple[str, str, str]] = []
+        found: list[tuple[str, str | None, str]] = []
         for key in sorted(old.keys() | new.keys()):
             before, after = old.get(key, _ABSENT), new.get(key, _ABSENT)
             if before != after:

@@ -153,7 +153,10 @@ class ConsolePages(Controller):
             status=status.value if status else "",
             statuses=[s.value for s in RunStatus],
             done=done_message(done, paused=not task.enabled),
-            history=[(version, change_lines(version.changes)) for version in history.items],
+            history=[
+                (version, change_lines(version.changes, created=version.version == 1))
+                for version in history.items
+            ],
             history_cursor=history.next_cursor,
             history_paged=history_cursor is not None,
             now=now,

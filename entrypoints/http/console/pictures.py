@@ -145,4 +145,4 @@ def _caption(
     words = f"{len(marks)} fire time{'' if len(marks) == 1 else 's'} in the next {days} days"
     # Only those the list below shows: the rest were fetched but are not on the page.
     beyond = sum(1 for occurrence in occurrences[:listed] if occurrence.at >= end)
-    return f"{words}, {beyond} more listed below" if beyond else words
+    return f"{words}, {beyond} more in the list of next fire times" if beyond else words
