@@ -15,9 +15,10 @@ from application.engine_settings import EngineSettings
 from application.observer import EngineObserver
 from application.ports import CallProgress, Clock, Executor, TaskStore
 from domain.claims import LEASE_MARGIN, lease_duration, run_instant
+from domain.instants import truncate
 from domain.manual_runs import REPLICA_BUSY
 from domain.overlap import CANCELLED_BY_REQUEST
-from domain.runs import ClaimedRun, RunOutcome, RunStatus, lease_expired
+from domain.runs import ClaimedRun, Run, RunOutcome, RunStatus, lease_expired, lease_worn
 
 __all__ = ["CANCEL_ERROR", "DRAIN_ERROR", "LEASE_ERROR", "RunRunner", "run_fields"]
 
@@ -46,6 +47,7 @@ class RunRunner:
         observer: EngineObserver,
         on_done: Callable[[], None],
     ) -> None:
+        self._store = store
         self._executor = executor
         self._clock = clock
         self._settings = settings
@@ -141,7 +143,7 @@ class RunRunner:
             called = await self._call(claimed)
             if called is None:
                 return
-            outcome, lateness = called
+            outcome, lateness, run = called
             recorded = await self._recorder.record(run, outcome, last=not self._cancellable)
             duration = time.perf_counter() - began
             final = recorded or run.model_copy(update=dict(outcome))
@@ -166,10 +168,12 @@ class RunRunner:
             self._observer.in_flight(len(self._tasks))
             self._on_done()
 
-    async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float] | None:
-        """The run's outcome and lateness; None when it was not called because its lease
-        had expired before its call could start (a process paused or starved past its
-        lease): the lost-run sweep records it, and nothing is written here.
+    async def _call(self, claimed: ClaimedRun) -> tuple[RunOutcome, float, Run] | None:
+        """The run's outcome, lateness and the run as its outcome is to be recorded (its
+        lease renewed, when it waited for a call slot); None when it was not called
+        because its lease had expired before its call could start (a process paused or
+        starved past its lease): the lost-run sweep records it, and nothing is written
+        here.
 
         A call stopped by a cancel (with a reason) or by the lease's budget is recorded
         with what the executor reported into `progress` until then: the attempts begun
@@ -185,6 +189,12 @@ class RunRunner:
                 if lease_expired(run, started_at):
                     log.error("run not called: its lease expired first", extra=run_fields(run))
                     return None
+                if lease_worn(run, lease_duration(task.target), started_at):
+                    renewed = await self._renew(claimed, started_at)
+                    if renewed is None:
+                        return None
+                    claimed = ClaimedRun(task=task, run=renewed)
+                    run = renewed
                 lateness = self._lateness(claimed, started_at)
                 self._observer.run_started(claimed, lateness)
                 # An answer that came while this process was frozen past the budget is
@@ -212,7 +222,29 @@ class RunRunner:
                 outcome = self._ended(*reason, started_at, progress)
         finally:
             self._cancellable.discard(run.id)
-        return outcome, lateness
+        return outcome, lateness, run
+
+    async def _renew(self, claimed: ClaimedRun, now: datetime) -> Run | None:
+        """The run with its lease renewed from `now`, as long as a fresh claim's: a run
+        that waited for one of this process's call slots (an `allow_all` backfill's runs
+        beyond the ceiling) would else start with what its wait left of its lease, and
+        those after it with none. None when the lease no longer holds (not called). A
+        store that fails leaves the lease as it was: the call goes on within it."""
+        run = claimed.run
+        try:
+            renewed = await self._store.renew_lease(
+                run, now, truncate(now) + lease_duration(claimed.task.target)
+            )
+        except Exception:
+            log.warning(
+                "the lease of a run that waited for a call slot was not renewed",
+                exc_info=True,
+                extra=run_fields(run),
+            )
+            return run
+        if renewed is None:
+            log.error("run not called: its lease expired first", extra=run_fields(run))
+        return renewed
 
     def _ended(
         self, status: RunStatus, error: str, started_at: datetime | None, progress: CallProgress

@@ -223,6 +223,13 @@ class TaskStore(Protocol):
         `domain.manual_runs`). The task's schedule is untouched. Raises TaskNotFound."""
         ...
 
+    async def renew_lease(self, run: Run, now: datetime, expires_at: datetime) -> Run | None:
+        """Move the lease of RUNNING `run` to `expires_at` (its row's `lease_expires_at`
+        and the slot it holds), if it still holds at `now`: the run as it now is. None
+        when it no longer does (its lease expired, the run ended, it is gone): the run
+        is the lost-run sweep's, and not to be called."""
+        ...
+
     async def finish_runs(self, outcomes: Sequence[tuple[UUID, RunOutcome]]) -> list[Run]:
         """Record how RUNNING runs ended, in one transaction, one after the other in the
         order given, and free their leases. A scheduled (not manual) run updates its task:

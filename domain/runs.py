@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from uuid import UUID
 
@@ -101,6 +101,18 @@ def idempotency_key(run: Run) -> str:
     if run.manual:
         return f"{run.task_id}:{run.id}"
     return occurrence_key(run.task_id, run.scheduled_for)
+
+
+# How much of its lease a run may have used before its call starts and still start on it
+# (a claim's budget covers every attempt and retry wait, plus half the margin, 15 s): past
+# this, it waited for a call slot of its replica, and its lease is renewed first.
+LEASE_WORN = timedelta(seconds=5)
+
+
+def lease_worn(run: Run, lease: timedelta, now: datetime) -> bool:
+    """Whether `run`, starting its call at `now`, holds LEASE_WORN or more less of its
+    lease than a fresh claim of length `lease` would."""
+    return run.lease_expires_at is not None and now + lease - run.lease_expires_at >= LEASE_WORN
 
 
 def lease_expired(run: Run, now: datetime) -> bool:

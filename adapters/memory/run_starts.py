@@ -11,7 +11,7 @@ from adapters.memory.state import MemoryStoreBase, copy_task
 from domain.claims import claim, claimed_task_fields
 from domain.events import claim_events
 from domain.manual_runs import manual_run
-from domain.runs import ClaimedRun
+from domain.runs import ClaimedRun, Run, RunStatus, lease_expired
 
 
 class RunStarts(MemoryStoreBase):
@@ -69,3 +69,17 @@ class RunStarts(MemoryStoreBase):
             manual = ClaimedRun(task=copy_task(task), run=run)
             self.outbox.add(claim_events(self._rules, [manual]))
             return manual
+
+    async def renew_lease(self, run: Run, now: datetime, expires_at: datetime) -> Run | None:
+        await asyncio.sleep(0)
+        async with self._lock:
+            stored = self._runs.get(run.id)
+            lease = self._leases.get(run.id)
+            if stored is None or lease is None or stored.status is not RunStatus.RUNNING:
+                return None
+            if lease_expired(stored, now):
+                return None
+            renewed = stored.model_copy(update={"lease_expires_at": expires_at})
+            self._runs[run.id] = renewed
+            lease.expires_at = expires_at
+            return renewed

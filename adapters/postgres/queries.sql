@@ -401,6 +401,20 @@ SELECT id, task_id, lease_expires_at, replica
 FROM recorded
 WHERE lease_expires_at IS NOT NULL;
 
+-- renew_lease --
+-- Move a running run's lease (its row, then its slot: the order of an outcome batch and
+-- of the lost-run sweep) while it still holds; no row when it does not.
+WITH renewed AS (
+    UPDATE {schema}.runs SET lease_expires_at = %(expires_at)s
+    WHERE id = %(run_id)s AND scheduled_for = %(scheduled_for)s
+        AND status = 'running' AND lease_expires_at > %(now)s
+    RETURNING {run_columns}
+), moved AS (
+    UPDATE {schema}.run_leases SET expires_at = %(expires_at)s
+    WHERE run_id IN (SELECT id FROM renewed)
+)
+SELECT {run_columns} FROM renewed;
+
 -- record_manual_run --
 -- Insert a manual run (as domain.claims.new_run made it) and, when it runs, its lease;
 -- the task is left as it is.

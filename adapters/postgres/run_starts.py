@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from adapters.postgres.calendars import claim_calendars
 from adapters.postgres.claiming import ClaimBatch, manual_run_params
 from adapters.postgres.events import write_events
-from adapters.postgres.rows import to_task
+from adapters.postgres.rows import to_run, to_task
 from adapters.postgres.slots import (
     SlotRead,
     SlotWrites,
@@ -29,7 +29,7 @@ from domain.errors import CommitUnanswered, TaskNotFound
 from domain.events import claim_events
 from domain.manual_runs import manual_run
 from domain.overlap import Slots
-from domain.runs import ClaimedRun
+from domain.runs import ClaimedRun, Run
 from domain.tasks import Task
 
 # The store's logger, named as before the store was split into parts.
@@ -127,6 +127,19 @@ class RunStarts(PostgresStoreBase):
                 raise
             log.warning("a manual run's COMMIT went unanswered, but it was written: it goes on")
             return made[0]
+
+    async def renew_lease(self, run: Run, now: datetime, expires_at: datetime) -> Run | None:
+        params = {
+            "run_id": run.id,
+            "scheduled_for": run.scheduled_for,
+            "now": now,
+            "expires_at": expires_at,
+        }
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(self._q["renew_lease"], params)
+            row = await cur.fetchone()
+        return None if row is None else to_run(row)
 
     async def _start_manual_run(
         self, task_id: UUID, now: datetime, replica: str, busy: str | None, made: list[ClaimedRun]

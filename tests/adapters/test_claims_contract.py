@@ -177,6 +177,28 @@ async def test_manual_runs_take_a_lease_and_leave_the_schedule(store: TaskStore)
     assert (await store.get_task(task.id)).consecutive_failures == 0  # manual runs don't count
 
 
+async def test_a_running_runs_lease_is_renewed_only_while_it_holds(store: TaskStore) -> None:
+    task = await store.create_task(make_task(enabled=False))
+    run = (await store.start_manual_run(task.id, T0, REPLICA)).run
+    assert run.lease_expires_at is not None
+    old = run.lease_expires_at
+    renewed = await store.renew_lease(run, old - SECOND, old + MINUTE)
+    assert renewed is not None and renewed.lease_expires_at == old + MINUTE
+    assert (await store.get_run(run.id)).lease_expires_at == old + MINUTE
+    # It holds its slot and stays the replica's past the old end, until the new one.
+    past_old = old + SECOND
+    assert (await store.start_manual_run(task.id, past_old, REPLICA)).run.status is (
+        RunStatus.SKIPPED
+    )
+    assert await store.expire_lost_runs(past_old) == []
+    # Past its lease, or ended, a run's lease is not renewed.
+    assert await store.renew_lease(renewed, old + MINUTE, old + 2 * MINUTE) is None
+    assert (await store.get_run(run.id)).lease_expires_at == old + MINUTE
+    other = (await store.start_manual_run(task.id, old + 2 * MINUTE, REPLICA)).run
+    await finish_one(store, other.id, failed(old + 2 * MINUTE))
+    assert await store.renew_lease(other, old + 2 * MINUTE, old + 3 * MINUTE) is None
+
+
 async def test_a_manual_run_its_replica_cannot_call_is_skipped_with_the_reason(
     store: TaskStore,
 ) -> None:

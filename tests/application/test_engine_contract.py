@@ -18,8 +18,8 @@ import pytest
 
 from adapters.memory import NoopExecutor
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
-from domain.claims import initial_fire_at
-from domain.runs import REPLICA_LOST, Run, RunStatus
+from domain.claims import initial_fire_at, lease_duration
+from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus
 from domain.tasks import RetryPolicy, Task
 from domain.triggers import CronTrigger, IntervalTrigger, OneShotTrigger
 from tests.fixtures.cluster import MINUTE, SECOND, T0, Cluster, key_of, keys, received, statuses
@@ -425,3 +425,33 @@ async def test_a_manual_fire_finding_every_call_slot_of_its_replica_taken_is_ski
     runs = await cluster.wait_runs(other, 2)
     assert sorted(r.status for r in runs) == sorted([RunStatus.SKIPPED, RunStatus.SUCCEEDED])
     assert len(recording_target.received("/other")) == 1
+
+
+async def test_a_run_that_waited_for_a_call_slot_is_called_on_a_renewed_lease(
+    cluster: Cluster, recording_target: RecordingTarget
+) -> None:
+    # An `allow_all` backfill's runs beyond the ceiling wait for call slots holding their
+    # leases: one that waited most of its lease starts on a renewed one, with the whole
+    # budget of its attempts, not on what the wait left (nothing, for those after it).
+    recording_target.respond("/held", Response(delay=WAIT))
+    held = await cluster.add(make_task(url=recording_target.url("/held"), enabled=False))
+    waiting = await cluster.add(make_task(url=recording_target.url("/waited"), enabled=False))
+    engine = await cluster.engine(max_concurrent_runs=1)
+    now = cluster.clock.now()
+    engine.dispatch(await cluster.store.start_manual_run(held.id, now, "api"))
+
+    async def calling() -> bool:
+        return bool(recording_target.received("/held"))
+
+    await eventually(calling, "the held call")
+    run = (await cluster.store.start_manual_run(waiting.id, now, "api")).run
+    engine.dispatch(ClaimedRun(task=waiting, run=run))
+    lease = lease_duration(waiting.target)
+    assert run.lease_expires_at is not None
+    cluster.clock.set(run.lease_expires_at - 10 * SECOND)  # 15 s of budget gone already
+    recording_target.release()
+
+    [done] = await cluster.wait_runs(waiting, 1)
+    assert (done.id, done.status, done.error) == (run.id, RunStatus.SUCCEEDED, None)
+    assert done.lease_expires_at == run.lease_expires_at - 10 * SECOND + lease
+    assert len(recording_target.received("/waited")) == 1
