@@ -184,12 +184,13 @@ class RunRunner:
         lateness = 0.0
         progress = CallProgress()
         try:
+            queued = self._semaphore.locked()  # every call slot taken: it waits for one
             async with self._semaphore:
                 started_at = self._clock.now()
                 if lease_expired(run, started_at):
                     log.error("run not called: its lease expired first", extra=run_fields(run))
                     return None
-                if lease_worn(run, lease_duration(task.target), started_at):
+                if queued and lease_worn(run, lease_duration(task.target), started_at):
                     renewed = await self._renew(claimed, started_at)
                     if renewed is None:
                         return None
