@@ -42,7 +42,7 @@ from domain.claims import (
     run_instant,
     scheduled,
 )
-from domain.errors import InvalidRequest, TaskNotFound, VersionConflict
+from domain.errors import InvalidRequest, ScheduleMoved, TaskNotFound, VersionConflict
 from domain.explain import Explanation
 from domain.history import TaskVersion
 from domain.instants import truncate
@@ -145,6 +145,8 @@ class SchedulingService:
                 self._executor.check(spec.target, spec.notify)
             try:
                 return await self._save(task, spec, actor)
+            except ScheduleMoved:
+                pass  # claimed meanwhile, still at its version: read it again, plan anew
             except VersionConflict:
                 if if_match is not None:
                     raise
@@ -335,7 +337,7 @@ class SchedulingService:
             spec = task.spec().model_copy(update={"enabled": enabled})
             try:
                 return await self._save(task, spec, actor)
-            except VersionConflict:
+            except (VersionConflict, ScheduleMoved):
                 await before_retry(attempt, f"task {task.name!r}")
         raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
@@ -344,7 +346,7 @@ class SchedulingService:
         calendars = await self.calendars_for(spec.trigger, current.trigger)
         task, reschedule = self.planned(current, spec, calendars)
         return await self._store.update_task(
-            task, current.version, reschedule=reschedule, actor=actor
+            task, current.version, reschedule=reschedule, actor=actor, read=current
         )
 
     def planned(

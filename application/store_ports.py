@@ -124,7 +124,13 @@ class TaskStore(Protocol):
         ...
 
     async def update_task(
-        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+        self,
+        task: Task,
+        expected_version: int,
+        *,
+        reschedule: bool,
+        actor: str | None = None,
+        read: Task | None = None,
     ) -> Task:
         """Write the writable fields of `task` if the stored version is `expected_version`,
         and bump the version and `updated_at` (to `task.updated_at`); record the version
@@ -132,9 +138,12 @@ class TaskStore(Protocol):
 
         With `reschedule`, also write `next_fire_at`, `next_run_at` and
         `consecutive_failures` from `task`; without it the stored values stay (a claim may
-        have advanced them meanwhile). The queued runs `domain.overlap.dropped_queue`
-        names (paused: every one; overlap skip: the task's own, not its backfills')
-        are cancelled in the same transaction. Raises TaskNotFound, VersionConflict,
+        have advanced them meanwhile). With `reschedule` and `read` (the stored task the
+        new schedule was planned from), only while the stored `next_fire_at` is still
+        `read`'s: a claim moved it meanwhile raises ScheduleMoved, nothing written.
+        The queued runs `domain.overlap.dropped_queue` names (paused: every one; overlap
+        skip: the task's own, not its backfills') are cancelled in the same transaction.
+        Raises TaskNotFound, VersionConflict, ScheduleMoved,
         DuplicateTaskName.
         """
         ...
@@ -171,7 +180,8 @@ class TaskStore(Protocol):
         versions and one notification; each of `kept` is locked as the updated are and
         must be stored at its version (else TaskNotFound or VersionConflict).
         Raises DuplicateTaskName, VersionConflict or TaskNotFound, having written
-        nothing, when any one of them would."""
+        nothing, when any one of them would (VersionConflict also for an update whose
+        `read` schedule a claim moved)."""
         ...
 
     def hold_tasks(self, scope: HoldScope) -> AbstractAsyncContextManager[TaskHold]:

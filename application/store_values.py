@@ -57,6 +57,7 @@ class TaskUpdate:
     task: Task
     expected_version: int
     reschedule: bool
+    read: Task | None = None  # what a rescheduling write planned from (see update_task)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from application.ports import (
 from domain.errors import (
     DuplicateTaskName,
     InvalidRequest,
+    ScheduleMoved,
     TaskNotFound,
     TransactionCollided,
     VersionConflict,
@@ -117,6 +118,8 @@ class TaskSync:
                 return current, False
             try:
                 return await self._write(update, actor), False
+            except ScheduleMoved:
+                pass  # claimed meanwhile, still at its version: read it again, plan anew
             except (VersionConflict, TaskNotFound):
                 if if_match is not None:
                     raise VersionConflict(
@@ -134,12 +137,19 @@ class TaskSync:
         TaskNotFound, VersionConflict, DuplicateTaskName (the name is another task's),
         InvalidRequest. An equal definition leaves the task and its version alone."""
         self._executor.check(spec.target, spec.notify)
-        current = await self._store.get_task(task_id)
-        if current.version != version:
-            raise VersionConflict(current.name, version, current.version)
-        calendars = await self._service.calendars_for(spec.trigger, current.trigger)
-        update = self._replacement(current, spec, calendars)
-        return current if update is None else await self._write(update, actor)
+        for attempt in count():
+            current = await self._store.get_task(task_id)
+            if current.version != version:
+                raise VersionConflict(current.name, version, current.version)
+            calendars = await self._service.calendars_for(spec.trigger, current.trigger)
+            update = self._replacement(current, spec, calendars)
+            if update is None:
+                return current
+            try:
+                return await self._write(update, actor)
+            except ScheduleMoved:  # claimed meanwhile, still at its version: plan anew
+                await before_retry(attempt, f"task {current.name!r}")
+        raise AssertionError("unreachable")  # count() never ends; before_retry raises
 
     def _replacement(
         self, current: Task, spec: TaskSpec, calendars: Calendars
@@ -151,11 +161,15 @@ class TaskSync:
         if wanted == current.spec():
             return None
         task, reschedule = self._service.planned(current, wanted, calendars)
-        return TaskUpdate(task, current.version, reschedule)
+        return TaskUpdate(task, current.version, reschedule, read=current)
 
     async def _write(self, update: TaskUpdate, actor: str | None) -> Task:
         return await self._store.update_task(
-            update.task, update.expected_version, reschedule=update.reschedule, actor=actor
+            update.task,
+            update.expected_version,
+            reschedule=update.reschedule,
+            actor=actor,
+            read=update.read,
         )
 
     async def apply(

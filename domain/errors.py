@@ -57,6 +57,17 @@ class WriteContended(SchedulerError):
         )
 
 
+class ScheduleMoved(SchedulerError):
+    """A write that re-plans a task's schedule found it moved since the task was read:
+    a claim advanced it meanwhile (claims change no version). Written anyway, the plan
+    made from the old read could claim those occurrences again, each a second call with
+    its `Idempotency-Key`; the caller reads the task again and plans anew."""
+
+    def __init__(self, task_id: UUID) -> None:
+        super().__init__(f"task {task_id} was claimed while it was being changed")
+        self.task_id = task_id
+
+
 class PreconditionNotMet(SchedulerError):
     """A conditional write whose condition does not hold: `If-Match` naming a task that
     does not exist, `If-None-Match: *` naming one that does."""

@@ -14,6 +14,7 @@ from application.ports import HoldScope, TaskDelete, TaskHold, TaskKept, TaskUpd
 from domain.calendars import StoredCalendar
 from domain.errors import (
     DuplicateTaskName,
+    ScheduleMoved,
     VersionConflict,
 )
 from domain.history import changed, created, deleted
@@ -47,12 +48,27 @@ class TaskWrites(MemoryStoreBase):
         return stored
 
     async def update_task(
-        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+        self,
+        task: Task,
+        expected_version: int,
+        *,
+        reschedule: bool,
+        actor: str | None = None,
+        read: Task | None = None,
     ) -> Task:
         async with self._lock:
+            self._check_schedule(task.id, expected_version, reschedule, read)
             updated = self._update(task, expected_version, reschedule, actor)
         self.notifier.notify()
         return copy_task(updated)
+
+    def _check_schedule(
+        self, task_id: UUID, expected_version: int, reschedule: bool, read: Task | None
+    ) -> None:
+        """ScheduleMoved when a claim moved the schedule a rescheduling write planned from."""
+        stored = self._at_version(task_id, expected_version)
+        if reschedule and read is not None and stored.next_fire_at != read.next_fire_at:
+            raise ScheduleMoved(task_id)
 
     def _update(
         self, task: Task, expected_version: int, reschedule: bool, actor: str | None
@@ -142,6 +158,12 @@ class TaskWrites(MemoryStoreBase):
             del names[self._at_version(gone.task_id, gone.expected_version).name]
         for update in updated:
             del names[self._at_version(update.task.id, update.expected_version).name]
+            try:
+                self._check_schedule(
+                    update.task.id, update.expected_version, update.reschedule, update.read
+                )
+            except ScheduleMoved:  # as the batch on PostgreSQL tells it: not as read
+                raise VersionConflict(update.task.id, update.expected_version) from None
         for task in [*created, *(update.task for update in updated)]:
             if task.name in names:
                 raise DuplicateTaskName(task.name)

@@ -209,6 +209,10 @@ WITH old AS (
         updated_at = %(updated_at)s,
         version = version + 1
     WHERE id = %(id)s AND version = %(expected_version)s
+        -- A new schedule only over the one it was planned from: a claim that moved it
+        -- meanwhile (claims change no version) would have its occurrences claimed again.
+        AND (NOT %(check_schedule)s::boolean
+             OR next_fire_at IS NOT DISTINCT FROM %(read_next_fire_at)s::timestamptz)
     RETURNING {task_columns}, {spec_state} AS state
 ), recorded AS (
     INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)
@@ -229,7 +233,9 @@ SELECT {task_names} FROM updated;
 -- expected version (or is gone), and the caller rolls the whole apply back.
 WITH input AS (
     SELECT r.*, (e.value ->> 'expected_version')::integer AS expected_version,
-        (e.value ->> 'reschedule')::boolean AS reschedule
+        (e.value ->> 'reschedule')::boolean AS reschedule,
+        (e.value ->> 'check_schedule')::boolean AS check_schedule,
+        (e.value ->> 'read_next_fire_at')::timestamptz AS read_next_fire_at
     FROM jsonb_array_elements(%(rows)s::jsonb) AS e (value)
     CROSS JOIN LATERAL jsonb_populate_record(NULL::{schema}.tasks, e.value) AS r
 ), old AS (
@@ -260,6 +266,7 @@ WITH input AS (
         version = t.version + 1
     FROM input AS i
     WHERE t.id = i.id AND t.version = i.expected_version
+        AND (NOT i.check_schedule OR t.next_fire_at IS NOT DISTINCT FROM i.read_next_fire_at)
     RETURNING t.id, t.version, t.updated_at, {spec_state_of_t} AS state
 ), recorded AS (
     INSERT INTO {schema}.task_history (task_id, version, at, actor, cause, changes, state)

@@ -29,7 +29,7 @@ from adapters.postgres.rows import task_params, task_row, task_row_text, to_task
 from adapters.postgres.transactions import PostgresStoreBase
 from application.ports import HoldScope, TaskDelete, TaskHold, TaskKept, TaskUpdate
 from domain.calendars import StoredCalendar
-from domain.errors import DuplicateTaskName, TaskNotFound, VersionConflict
+from domain.errors import DuplicateTaskName, ScheduleMoved, TaskNotFound, VersionConflict
 from domain.overlap import DELETED, QueueDrop, dropped_queue
 from domain.replanning import calendar_name
 from domain.tasks import Task
@@ -62,12 +62,20 @@ class TaskWrites(PostgresStoreBase):
         return task
 
     async def update_task(
-        self, task: Task, expected_version: int, *, reschedule: bool, actor: str | None = None
+        self,
+        task: Task,
+        expected_version: int,
+        *,
+        reschedule: bool,
+        actor: str | None = None,
+        read: Task | None = None,
     ) -> Task:
         params = task_params(task) | {
             "expected_version": expected_version,
             "reschedule": reschedule,
             "actor": actor,
+            "check_schedule": reschedule and read is not None,
+            "read_next_fire_at": None if read is None else read.next_fire_at,
         }
         try:
             async with self._transaction() as conn:
@@ -215,7 +223,14 @@ class TaskWrites(PostgresStoreBase):
             rows = Jsonb(
                 [
                     task_row(u.task)
-                    | {"expected_version": u.expected_version, "reschedule": u.reschedule}
+                    | {
+                        "expected_version": u.expected_version,
+                        "reschedule": u.reschedule,
+                        "check_schedule": u.reschedule and u.read is not None,
+                        "read_next_fire_at": _instant(
+                            None if u.read is None else u.read.next_fire_at
+                        ),
+                    }
                     for u in updated
                 ]
             )
@@ -245,13 +260,16 @@ class TaskWrites(PostgresStoreBase):
         self, conn: AsyncConnection[Any], task_id: UUID, expected_version: int | None
     ) -> NoReturn:
         """Raise what stopped a write conditioned on `expected_version` that found no
-        row: TaskNotFound when the task is gone (or no version was asked for), else
-        VersionConflict naming the version it is at."""
+        row: TaskNotFound when the task is gone (or no version was asked for),
+        ScheduleMoved when it is at that version (a rescheduling write whose schedule a
+        claim moved), else VersionConflict naming the version it is at."""
         stored = conn.cursor(row_factory=dict_row)
         await stored.execute(self._q["task_version"], {"id": task_id})
         found = await stored.fetchone()
         if found is None or expected_version is None:
             raise TaskNotFound(task_id)
+        if found["version"] == expected_version:
+            raise ScheduleMoved(task_id)
         raise VersionConflict(task_id, expected_version, found["version"])
 
 
@@ -310,3 +328,8 @@ def _unique_violation(exc: psycopg.errors.UniqueViolation, task: Task) -> Except
     if exc.diag.constraint_name == "tasks_name_key":
         return DuplicateTaskName(task.name)
     return ValueError(f"a task with id {task.id} already exists")
+
+
+def _instant(at: datetime | None) -> str | None:
+    """An instant as a JSON row carries it (read back as timestamptz)."""
+    return None if at is None else at.isoformat()

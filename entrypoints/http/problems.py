@@ -25,6 +25,7 @@ from domain.errors import (
     PreconditionNotMet,
     RunNotFound,
     RunNotRunning,
+    ScheduleMoved,
     StoreUnavailable,
     TaskNotFound,
     VersionConflict,
@@ -258,6 +259,7 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     ValidationException: invalid_parameter,
     StoreUnavailable: store_unavailable,
     WriteContended: contended,
+    ScheduleMoved: contended,  # each use case plans again; never expected here
     NotReady: not_ready,
     HTTPException: http_error,
     Exception: internal_error,

@@ -196,3 +196,19 @@ async def test_a_hold_left_by_an_exception_writes_nothing_and_lets_go(store: Tas
     # Nothing is held any more: a write goes through at once.
     changed = task.model_copy(update={"description": "after"})
     assert (await store.update_task(changed, 1, reschedule=False)).version == 2
+
+
+async def test_an_update_planned_from_a_read_a_claim_moved_writes_nothing(
+    store: TaskStore,
+) -> None:
+    read = await store.create_task(make_task(name="claimed"))  # due at T0, every minute
+    [claimed] = await store.claim_due(T0, 10, "r1")
+    assert claimed.run.scheduled_for == T0
+    planned = read.model_copy(update={"next_fire_at": T0, "next_run_at": T0, "description": "x"})
+    with pytest.raises(VersionConflict):
+        await store.apply_tasks(
+            [make_task(name="beside")], [TaskUpdate(planned, 1, True, read=read)], [], at=T0
+        )
+    assert await names(store) == {"claimed"}  # all or nothing
+    stored = await store.get_task(read.id)
+    assert (stored.version, stored.next_fire_at) == (1, T0 + MINUTE)

@@ -10,6 +10,7 @@ import pytest
 from application.ports import TaskFilter, TaskPageKey, TaskStore
 from domain.errors import (
     DuplicateTaskName,
+    ScheduleMoved,
     TaskNotFound,
     VersionConflict,
 )
@@ -204,6 +205,29 @@ async def test_update_keeps_the_schedule_unless_told_to_reschedule(store: TaskSt
     assert rescheduled.next_run_at == T0 + 5 * MINUTE
     assert await store.claim_due(T0 + 4 * MINUTE, 10, REPLICA) == []
     assert (await claim_one(store, T0 + 5 * MINUTE)).scheduled_for == T0 + 5 * MINUTE
+
+
+async def test_a_new_schedule_planned_from_a_read_a_claim_moved_is_not_written(
+    store: TaskStore,
+) -> None:
+    # A plan made before a claim, written after it, would claim that occurrence again:
+    # the write refuses (nothing written), and one planned from a fresh read lands.
+    read = await store.create_task(make_task())  # due at T0, every minute
+    await claim_one(store, T0)
+    planned = read.model_copy(update={"next_fire_at": T0, "next_run_at": T0, "description": "x"})
+    with pytest.raises(ScheduleMoved):
+        await store.update_task(planned, 1, reschedule=True, read=read)
+    stored = await store.get_task(read.id)
+    assert (stored.version, stored.description, stored.next_fire_at) == (1, None, T0 + MINUTE)
+    assert await store.claim_due(T0 + SECOND, 10, REPLICA) == []  # T0 not claimed twice
+    # Not rescheduling, the write keeps the stored schedule and lands.
+    assert (await store.update_task(planned, 1, reschedule=False, read=read)).version == 2
+    fresh = await store.get_task(read.id)
+    later = fresh.model_copy(
+        update={"next_fire_at": T0 + 2 * MINUTE, "next_run_at": T0 + 2 * MINUTE}
+    )
+    written = await store.update_task(later, 2, reschedule=True, read=fresh)
+    assert (written.version, written.next_fire_at) == (3, T0 + 2 * MINUTE)
 
 
 async def test_delete_keeps_the_runs_readable(store: TaskStore) -> None:
