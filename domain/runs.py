@@ -110,8 +110,8 @@ LEASE_WORN = timedelta(seconds=5)
 
 
 def lease_worn(run: Run, lease: timedelta, now: datetime) -> bool:
-    """Whether `run`, starting its call at `now`, holds LEASE_WORN or more less of its
-    lease than a fresh claim of length `lease` would."""
+    """Whether `run`, starting its call at `now`, has used LEASE_WORN or more of a lease
+    of length `lease` (what a fresh claim would hold, less what it holds)."""
     return run.lease_expires_at is not None and now + lease - run.lease_expires_at >= LEASE_WORN
 
 
