@@ -89,7 +89,7 @@ class SenderSettings:
     retention_batch_size: int = 1000
     # While the engine is busy, a batch of at most `busy_batch_size` this often
     # (seconds): events are never starved, and the burst keeps the core
-    # (docs/operations.md, "Events").
+    # (docs/performance.md, "Events").
     busy_interval: float = 5.0
     busy_batch_size: int = 50
 

@@ -78,7 +78,7 @@ class Event(BaseModel):
 class Progress:
     """Where one event's delivery stands: an `Event` without its body and destination,
     as the outbox hands back the attempts it settles. A plain value, not a pydantic
-    model: the sender handles thousands a second (docs/operations.md, "Events")."""
+    model: the sender handles thousands a second (docs/performance.md, "Events")."""
 
     id: UUID
     type: EventType
