@@ -146,15 +146,17 @@ def rescheduled(
     calendars: Calendars = None,
 ) -> Task:
     """`task` planned again on resume or on a trigger change at `now` (docs/api.md "When
-    the first occurrence is"): as `scheduled`, except that when the schedule being
-    replaced (`previous`) has an occurrence in this very second, planning starts at the
-    next second. That occurrence may have been claimed already, and claiming the second
-    again would make a second run with the same `Idempotency-Key`. `calendars` holds
-    those both triggers name."""
+    the first occurrence is"): as `scheduled`, but after this very second when the
+    replaced schedule (`previous`) has an occurrence in it, and after `claimed_through`
+    (what a claim took, under any trigger): such an instant claimed again would be a
+    second run with its `Idempotency-Key`. `calendars`: those both triggers name."""
     now = truncate(now)
     one_shot = isinstance(task.trigger, OneShotTrigger)
     if not one_shot and first_fire_at_or_after(previous, now, calendars) == now:
         now += SECOND
+    claimed = task.claimed_through
+    if not one_shot and claimed is not None and claimed >= now:
+        now = claimed + SECOND
     return scheduled(task, now, fired_before=fired_before, calendars=calendars)
 
 
@@ -328,8 +330,7 @@ def resolve_status(decision_status: RunStatus, active_leases: int, limit: int) -
     return decision_status
 
 
-# The error of a catch-up's MISSED run that stands for occurrences older than the ones
-# `max_catch_up` lets run, the latest of them within the grace.
+# A catch-up's MISSED run for the occurrences older than those `max_catch_up` lets run.
 BEYOND_CATCH_UP = (
     "older than the newest max_catch_up = {limit} occurrences of the catch-up; not called"
 )
@@ -388,10 +389,12 @@ def claimed_task_fields(
             "next_fire_at": task.next_fire_at,
             "next_run_at": run_instant(task, task.next_fire_at),
             "last_run_at": task.last_run_at,
+            "claimed_through": task.claimed_through,
         }
     called = run is not None and run.status is RunStatus.RUNNING
     return {
         "next_fire_at": decision.next_fire_at,
         "next_run_at": decision.next_run_at,
         "last_run_at": run.claimed_at if run is not None and called else task.last_run_at,
+        "claimed_through": decision.scheduled_for,
     }

@@ -366,7 +366,7 @@ class TaskSpec(_Model):
 
 class Task(TaskSpec):
     """A stored task. `next_fire_at` is the next un-jittered occurrence (internal);
-    `next_run_at` adds the task's jitter and is what the claim query orders by."""
+    `next_run_at` adds its jitter: what the claim query orders by."""
 
     id: UUID
     consecutive_failures: int = 0
@@ -376,6 +376,7 @@ class Task(TaskSpec):
     next_fire_at: datetime | None = None
     next_run_at: datetime | None = None
     last_run_at: datetime | None = None
+    claimed_through: datetime | None = None  # latest occurrence claimed (internal)
     created_at: datetime
     updated_at: datetime
     version: int = 1

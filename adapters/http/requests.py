@@ -68,6 +68,10 @@ class CookielessClient(httpx.AsyncClient):
         pass
 
 
+# A task's fields a template does not see (the answer's Task has none of them).
+_INTERNAL = {"next_fire_at", "failing", "claimed_through"}
+
+
 def header_pairs(values: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     # As UTF-8 bytes: httpx would encode str values as ASCII and fail on anything else.
     return [(name.encode(), value.encode()) for name, value in values.items()]
@@ -125,7 +129,7 @@ def template_context(
 ) -> dict[str, Any]:
     scheduled_for = rfc3339(run.scheduled_for)
     return {
-        "task": task.model_dump(mode="json", exclude={"next_fire_at", "failing"}),
+        "task": task.model_dump(mode="json", exclude=_INTERNAL),
         "run": {"id": str(run.id), "scheduled_for": scheduled_for, "manual": run.manual},
         "scheduled_for": scheduled_for,
         "now": rfc3339(now),

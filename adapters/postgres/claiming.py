@@ -30,7 +30,7 @@ _RUN_FIELDS = (
 )
 # Where a run field's array is named apart from the task's of the same name.
 _BATCH_NAMES = {"id": "run_ids", "task_id": "run_task_ids"}
-_TASK_FIELDS = ("next_fire_at", "next_run_at", "last_run_at")
+_TASK_FIELDS = ("next_fire_at", "next_run_at", "last_run_at", "claimed_through")
 
 
 @dataclass(slots=True)

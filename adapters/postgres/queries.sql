@@ -379,13 +379,15 @@ WHERE c.leases > 0;
 WITH claim AS (
     SELECT * FROM unnest(
         %(task_ids)b::uuid[], %(next_fire_at)b::timestamptz[],
-        %(next_run_at)b::timestamptz[], %(last_run_at)b::timestamptz[]
-    ) AS c (task_id, next_fire_at, next_run_at, last_run_at)
+        %(next_run_at)b::timestamptz[], %(last_run_at)b::timestamptz[],
+        %(claimed_through)b::timestamptz[]
+    ) AS c (task_id, next_fire_at, next_run_at, last_run_at, claimed_through)
 ), advanced AS (
     UPDATE {schema}.tasks AS t SET
         next_fire_at = c.next_fire_at,
         next_run_at = c.next_run_at,
-        last_run_at = c.last_run_at
+        last_run_at = c.last_run_at,
+        claimed_through = c.claimed_through
     FROM claim AS c
     -- `= ANY` lets the primary key drive the join, whatever the size of the table.
     WHERE t.id = ANY(%(task_ids)b::uuid[]) AND t.id = c.task_id

@@ -177,6 +177,18 @@ async def test_manual_runs_take_a_lease_and_leave_the_schedule(store: TaskStore)
     assert (await store.get_task(task.id)).consecutive_failures == 0  # manual runs don't count
 
 
+async def test_every_claim_records_the_latest_occurrence_it_took(store: TaskStore) -> None:
+    # What a new schedule may never claim again (domain.claims.rescheduled), whatever
+    # the run became: called, skipped, missed.
+    task = await store.create_task(make_task(max_running_instances=1, timeout=120))
+    assert (await store.get_task(task.id)).claimed_through is None
+    await claim_one(store, T0)
+    assert (await store.get_task(task.id)).claimed_through == T0
+    skipped = await claim_one(store, T0 + MINUTE)  # the first still holds the one slot
+    assert skipped.status is RunStatus.SKIPPED
+    assert (await store.get_task(task.id)).claimed_through == T0 + MINUTE
+
+
 async def test_a_running_runs_lease_is_renewed_only_while_it_holds(store: TaskStore) -> None:
     task = await store.create_task(make_task(enabled=False))
     run = (await store.start_manual_run(task.id, T0, REPLICA)).run

@@ -74,3 +74,26 @@ async def test_a_change_planned_before_a_claim_never_claims_that_occurrence_agai
     later = await store.claim_due(T0 + 10 * MINUTE, 100, "test")
     keys = [occurrence_key(task.id, c.run.scheduled_for) for c in [*store.claimed, *later]]
     assert len(keys) == len(set(keys))  # no occurrence called twice
+
+
+async def test_two_changes_in_the_second_of_a_claim_never_claim_that_second_again() -> None:
+    # Claimed at S under an every-second schedule; changed to one with no occurrence at S
+    # (so the same-second rule of the replaced schedule does not apply), then back to
+    # every second, in that same second: the new schedule starts after S all the same.
+    clock = FakeClock(T0)
+    store = InMemoryTaskStore()
+    engine = TriggerLoop(
+        store, store.new_waker(), NoopExecutor(clock), clock, EngineSettings(replica="test")
+    )
+    service = SchedulingService(store, NoopExecutor(clock), clock, engine, replica="test")
+    every_second = {"kind": "cron", "expression": "* * * * * *", "timezone": "UTC"}
+    task = await service.create_task(task_spec(trigger=every_second))
+    second = T0 + 4 * timedelta(seconds=1)  # not a multiple of 3
+    clock.set(second)
+    [claimed] = await store.claim_due(second, 10, "other")
+    assert claimed.run.scheduled_for == second
+    every_third = {"kind": "cron", "expression": "*/3 * * * * *", "timezone": "UTC"}
+    await service.update_task(task.id, {"trigger": every_third})
+    changed = await service.update_task(task.id, {"trigger": every_second})
+    assert changed.next_fire_at == second + timedelta(seconds=1)
+    assert await store.claim_due(second, 10, "test") == []
