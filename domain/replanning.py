@@ -36,6 +36,8 @@ class Plannable(Protocol):
     def next_fire_at(self) -> datetime | None: ...
     @property
     def last_run_at(self) -> datetime | None: ...
+    @property
+    def claimed_through(self) -> datetime | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +112,11 @@ def _following(
 
 
 def _floor(task: Plannable, now: datetime) -> datetime:
-    """What a new plan must come strictly after: now, or the task's last called run when
-    a replica whose clock is ahead claimed it later than our now (the occurrence it ran
-    is at or before its claim)."""
-    last = task.last_run_at
-    return now if last is None or last <= now else last
+    """What a new plan must come strictly after: now, or what a replica whose clock is
+    ahead claimed later than our now: the latest occurrence any claim took (whatever
+    its run became) and the task's last called run (its occurrence is at or before it)."""
+    marks = (task.last_run_at, task.claimed_through)
+    return max((mark for mark in marks if mark is not None and mark > now), default=now)
 
 
 def calendar_name(task: Task) -> str | None:

@@ -76,7 +76,7 @@ _STATEMENTS = {
     # commits while this waits for its row is read again (the rows of task_calendars are
     # not) and left out.
     "lock_tasks": "SELECT id, trigger::text AS trigger, enabled, jitter_seconds, next_fire_at,"
-    " last_run_at FROM {schema}.tasks WHERE id IN"
+    " last_run_at, claimed_through FROM {schema}.tasks WHERE id IN"
     " (SELECT task_id FROM {schema}.task_calendars WHERE calendar = %(name)s)"
     " AND trigger -> 'calendar' ->> 'name' = %(name)s ORDER BY id FOR NO KEY UPDATE",
     # Their new schedules and the history versions recording them, in one statement: the
@@ -142,6 +142,7 @@ class _Plannable:
     jitter_seconds: int
     next_fire_at: datetime | None
     last_run_at: datetime | None
+    claimed_through: datetime | None
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> _Plannable:

@@ -24,6 +24,7 @@ from domain.errors import (
     InvalidRequest,
 )
 from domain.history import ChangeCause
+from domain.runs import RunStatus
 from domain.tasks import Task
 from domain.triggers import CronTrigger
 from tests.adapters.contract_support import REPLICA, T0
@@ -229,6 +230,21 @@ async def test_a_run_claimed_by_a_replica_whose_clock_is_ahead_is_not_planned_ag
     tuesday = datetime(2026, 3, 3, 9, tzinfo=UTC)
     await store.claim_due(tuesday + timedelta(seconds=2), 10, REPLICA)  # its clock: +2 s
     # Our clock reads a second before the occurrence; the calendar frees nothing new.
+    behind = closures.model_copy(update={"updated_at": tuesday - timedelta(seconds=1)})
+    await store.update_calendar(behind, 1)
+    assert (await store.get_task(task.id)).next_fire_at == tuesday + DAY
+
+
+async def test_a_skipped_claim_by_a_replica_whose_clock_is_ahead_is_not_planned_again(
+    store: SchedulerStore,
+) -> None:
+    # Skipped, it set no last run: the latest occurrence claimed is what holds it.
+    closures = await store.create_calendar(calendar())
+    task = await store.create_task(daily_task(closures))
+    tuesday = datetime(2026, 3, 3, 9, tzinfo=UTC)
+    await store.start_manual_run(task.id, tuesday, REPLICA)  # holds the one slot
+    [claimed] = await store.claim_due(tuesday + timedelta(seconds=2), 10, REPLICA)
+    assert claimed.run.status is RunStatus.SKIPPED
     behind = closures.model_copy(update={"updated_at": tuesday - timedelta(seconds=1)})
     await store.update_calendar(behind, 1)
     assert (await store.get_task(task.id)).next_fire_at == tuesday + DAY
