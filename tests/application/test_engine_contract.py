@@ -18,6 +18,7 @@ import pytest
 
 from adapters.memory import NoopExecutor
 from application.engine_runs import CANCEL_ERROR, DRAIN_ERROR
+from application.ports import EngineTestHooks
 from domain.claims import initial_fire_at, lease_duration
 from domain.runs import REPLICA_LOST, ClaimedRun, Run, RunStatus
 from domain.tasks import RetryPolicy, Task
@@ -386,13 +387,28 @@ async def test_a_manual_run_is_dispatched_on_the_engine(
     assert (run.status, run.manual) == (RunStatus.SUCCEEDED, True)
 
 
+async def hold_the_only_slot(
+    cluster: Cluster, engine: EngineTestHooks, target: RecordingTarget
+) -> tuple[Task, Run]:
+    """A manual run of a new task whose call holds `engine`'s one call slot until
+    `target.release()`: the task and its run."""
+    target.respond("/held", Response(delay=WAIT))
+    held = await cluster.add(make_task(url=target.url("/held"), enabled=False))
+    claimed = await cluster.store.start_manual_run(held.id, cluster.clock.now(), "api")
+    engine.dispatch(claimed)
+
+    async def calling() -> bool:
+        return bool(target.received("/held"))
+
+    await eventually(calling, "the held call")
+    return held, claimed.run
+
+
 async def test_a_manual_fire_finding_every_call_slot_of_its_replica_taken_is_skipped(
     cluster: Cluster, recording_target: RecordingTarget
 ) -> None:
     # Waiting for a call slot would hold the task's slot (its lease) meanwhile, and could
     # outlast the lease: the run is recorded SKIPPED at once, and says why.
-    recording_target.respond("/held", Response(delay=WAIT))
-    held = await cluster.add(make_task(url=recording_target.url("/held"), enabled=False))
     other = await cluster.add(make_task(url=recording_target.url("/other"), enabled=False))
     engine = await cluster.engine(max_concurrent_runs=1)
 
@@ -402,15 +418,11 @@ async def test_a_manual_fire_finding_every_call_slot_of_its_replica_taken_is_ski
         engine.dispatch(claimed)
         return claimed.run
 
-    async def calling() -> bool:
-        return bool(recording_target.received("/held"))
-
     async def free() -> bool:
         return engine.busy() is None
 
     assert await free()
-    first = await fire(held)
-    await eventually(calling, "the held call")
+    held, first = await hold_the_only_slot(cluster, engine, recording_target)
     skipped = await fire(other)
     assert (skipped.status, skipped.lease_expires_at) == (RunStatus.SKIPPED, None)
     assert skipped.error == (
@@ -433,17 +445,10 @@ async def test_a_run_that_waited_for_a_call_slot_is_called_on_a_renewed_lease(
     # An `allow_all` backfill's runs beyond the ceiling wait for call slots holding their
     # leases: one that waited most of its lease starts on a renewed one, with the whole
     # budget of its attempts, not on what the wait left (nothing, for those after it).
-    recording_target.respond("/held", Response(delay=WAIT))
-    held = await cluster.add(make_task(url=recording_target.url("/held"), enabled=False))
     waiting = await cluster.add(make_task(url=recording_target.url("/waited"), enabled=False))
     engine = await cluster.engine(max_concurrent_runs=1)
     now = cluster.clock.now()
-    engine.dispatch(await cluster.store.start_manual_run(held.id, now, "api"))
-
-    async def calling() -> bool:
-        return bool(recording_target.received("/held"))
-
-    await eventually(calling, "the held call")
+    await hold_the_only_slot(cluster, engine, recording_target)
     run = (await cluster.store.start_manual_run(waiting.id, now, "api")).run
     engine.dispatch(ClaimedRun(task=waiting, run=run))
     lease = lease_duration(waiting.target)
